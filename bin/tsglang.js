@@ -1,0 +1,13 @@
+#!/usr/bin/env node
+// Entry point of the `tsglang` command: runs the compiled CLI (npm install builds it through `prepare`).
+import { main } from '../dist/src/cli/main.js';
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    if (typeof code === 'number') process.exitCode = code;
+  },
+  (err) => {
+    process.stderr.write(`tsglang: ${err && err.message ? err.message : String(err)}\n`);
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,51 @@
+// `tsglang <subcommand> [flags]`: dispatches to one module per subcommand (loaded lazily, so `tsglang logits`
+// never loads the HTTP server). Each subcommand module exports `run(argv): Promise<number>` (the exit code).
+
+/** A subcommand: parses its own flags from argv and returns the process exit code. */
+export type SubcommandRun = (argv: string[]) => Promise<number>;
+
+const SUBCOMMANDS: Record<string, { summary: string; module: string }> = {
+  serve: { summary: 'serve a model over an OpenAI-compatible HTTP API (SGLang flags)', module: 'serve' },
+  logits: { summary: 'print the logits (and greedy tokens) of a prompt of token ids as JSON', module: 'logits' },
+  'make-tiny': { summary: 'write a tiny random checkpoint of a supported architecture', module: 'make_tiny' },
+  'render-chat': { summary: 'print the prompt text an OpenAI chat request renders to', module: 'render_chat' },
+  parse: { summary: 'run the reasoning / tool-call parsers over a model output', module: 'parse' },
+  'bench-serving': { summary: 'benchmark a serving endpoint (sglang.bench_serving flags)', module: 'bench_serving' },
+  'bench-one-batch': { summary: 'time one static batch: prefill then decode (sglang.bench_one_batch)', module: 'bench_one_batch' },
+  eval: { summary: 'accuracy evals against an OpenAI-compatible server: gsm8k | mmlu | gpqa', module: 'eval' },
+};
+
+function usage(): string {
+  const lines = ['usage: tsglang <command> [flags]', '', 'commands:'];
+  for (const [name, s] of Object.entries(SUBCOMMANDS)) lines.push(`  ${name.padEnd(16)} ${s.summary}`);
+  lines.push('', 'Run `tsglang <command> --help` for the flags of a command.');
+  return lines.join('\n') + '\n';
+}
+
+/**
+ * CLI entry: `argv` without the node and script paths.
+ * @returns process exit code (0 ok, 1 runtime error, 2 usage error)
+ */
+export async function main(argv: string[]): Promise<number> {
+  const [cmd, ...rest] = argv;
+  if (cmd === undefined || cmd === '--help' || cmd === '-h' || cmd === 'help') {
+    process.stdout.write(usage());
+    return cmd === undefined ? 2 : 0;
+  }
+  const sub = SUBCOMMANDS[cmd];
+  if (!sub) {
+    process.stderr.write(`tsglang: unknown command '${cmd}'\n\n${usage()}`);
+    return 2;
+  }
+  let mod: { run: SubcommandRun };
+  try {
+    mod = (await import(`./${sub.module}.js`)) as { run: SubcommandRun };
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND') {
+      process.stderr.write(`tsglang: command '${cmd}' is not built yet\n`);
+      return 2;
+    }
+    throw err;
+  }
+  return mod.run(rest);
+}

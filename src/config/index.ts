@@ -1,0 +1,2 @@
+// Public surface of config/ (see ARCHITECTURE.md for what it may import).
+export {};

@@ -1,0 +1,1 @@
+export * from './kv_pool.js';

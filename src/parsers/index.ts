@@ -1,0 +1,2 @@
+// Public surface of parsers/ (see ARCHITECTURE.md for what it may import).
+export {};
