@@ -1,2 +1,3 @@
 // Public surface of protocol/ (see ARCHITECTURE.md for what it may import).
 export {};
+export * from './sse.js';
