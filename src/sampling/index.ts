@@ -1,2 +1,3 @@
 // Public surface of sampling/ (see ARCHITECTURE.md for what it may import).
 export {};
+export * from './sampling_params.js';

@@ -1,0 +1,202 @@
+// The Engine's public contract: what the HTTP edge (server/) sends in and gets back. Plain data only
+// (structured-clonable), camelCase; protocol/ converts the snake_case wire fields into these once.
+//
+//   server ──GenerateRequest──▶ Engine (tokenizer_manager, main thread)
+//          ──TokenizedReq──▶ scheduler + model + detokenizer (worker thread, or in-process for tests)
+//          ◀──GenerateOutput (AsyncIterable, one per emission)── Engine
+import type { SamplingParamsInput } from '../sampling/index.js';
+import type { SchedulePolicy } from '../scheduler/index.js';
+
+export type { SamplingParamsInput, SchedulePolicy };
+
+/**
+ * Why a request finished, in SGLang's `meta_info.finish_reason` JSON form
+ * (`python/sglang/srt/managers/schedule_batch.py` FINISH_MATCHED_TOKEN / FINISH_MATCHED_STR / FINISH_LENGTH / FINISH_ABORT).
+ * - stop: `matched` is the stop token id (EOS or stop_token_ids) or the stop string that matched.
+ * - length: `length` = max_new_tokens reached.
+ * - abort: client abort, shutdown, or a scheduler-side rejection (`statusCode` 400/500/503).
+ */
+export type FinishReason =
+  | { readonly type: 'stop'; readonly matched: number | string }
+  | { readonly type: 'length'; readonly length: number }
+  | { readonly type: 'abort'; readonly message: string; readonly statusCode?: number; readonly errType?: string };
+
+/** One generation request as the server hands it to the engine. Exactly one of `text` / `inputIds`. */
+export interface GenerateRequest {
+  /** Request id (the server makes a uuid hex when the client gave none). With n > 1 choice i runs as `${rid}-${i}` internally. */
+  readonly rid: string;
+  /** Prompt text (already chat-templated by the server); tokenized by the engine (BOS as tokenizer_config says). */
+  readonly text?: string;
+  /** Prompt token ids (used as-is). */
+  readonly inputIds?: readonly number[];
+  /** Sampling parameters, camelCase, unset fields take SGLang's defaults (serving-spec §2.5). `n` handled by the engine. */
+  readonly samplingParams?: SamplingParamsInput;
+  /** true: yield an output per emission (deltas); false: yield exactly one final output per choice with everything. */
+  readonly stream?: boolean;
+  /** Return output (and, with logprobStartLen ≥ 0, input) token logprobs. */
+  readonly returnLogprob?: boolean;
+  /** First prompt position whose logprob is returned; −1 (default) = output tokens only. */
+  readonly logprobStartLen?: number;
+  /** Number of top alternatives per position (0 = none). */
+  readonly topLogprobsNum?: number;
+  /** Tokenize `text` with special tokens added (BOS) as the tokenizer config says (default true). */
+  readonly addSpecialTokens?: boolean;
+}
+
+/** A logprob entry: [logprob, tokenId] (the server decodes text when the wire format wants it). */
+export type TokenLogprob = readonly [logprob: number, tokenId: number];
+
+/** Logprobs carried by one output (only the positions new in this output when streaming). */
+export interface OutputLogprobs {
+  /** [numNewOutputTokens] logprob of each sampled token (from the temperature-scaled distribution, SGLang default). */
+  readonly outputTokenLogprobs: readonly TokenLogprob[];
+  /** [numNewOutputTokens][topLogprobsNum] alternatives, descending; empty arrays when topLogprobsNum is 0. */
+  readonly outputTopLogprobs: readonly (readonly TokenLogprob[])[];
+  /**
+   * Prompt positions from logprobStartLen on (first output only): entry j is the logprob of prompt token
+   * logprobStartLen + j given the tokens before it; the very first prompt token has logprob null (SGLang).
+   */
+  readonly inputTokenLogprobs?: readonly (readonly [logprob: number | null, tokenId: number])[];
+  readonly inputTopLogprobs?: readonly ((readonly TokenLogprob[]) | null)[];
+}
+
+/** One emission for one choice of a request. Streaming: deltas; non-streaming: one output holding everything. */
+export interface GenerateOutput {
+  /** The request's rid (not the internal per-choice rid). */
+  readonly rid: string;
+  /** Choice index in [0, n). */
+  readonly index: number;
+  /** Text new since this choice's previous output (never broken UTF-8; partial stop strings held back). */
+  readonly text: string;
+  /** Token ids new since this choice's previous output (a matched stop token is included, as SGLang's output_ids). */
+  readonly outputIds: readonly number[];
+  /** True on the last output of this choice. */
+  readonly finished: boolean;
+  /** Set when finished. */
+  readonly finishReason: FinishReason | null;
+  /** Prompt length in tokens. */
+  readonly promptTokens: number;
+  /** Tokens generated so far (cumulative). */
+  readonly completionTokens: number;
+  /** Prompt tokens served from the prefix cache (cumulative over retractions, as SGLang counts). */
+  readonly cachedTokens: number;
+  /** Times this request was retracted (SGLang meta_info retraction count). */
+  readonly numRetractions: number;
+  /** Seconds from arrival to finish (finished outputs only). */
+  readonly e2eLatencyS?: number;
+  /** Present when returnLogprob. */
+  readonly logprobs?: OutputLogprobs;
+}
+
+/** Engine start-up options: the engine's slice of the server flags (SGLang names, camelCase). */
+export interface EngineOptions {
+  /** Checkpoint directory (config.json, safetensors). */
+  readonly modelPath: string;
+  /** Tokenizer directory (default: modelPath). */
+  readonly tokenizerPath?: string;
+  /** Override of the model's context length (--context-length). */
+  readonly contextLength?: number | null;
+  /** --kv-cache-dtype; only 'auto' (stored f32 on CPU) is built. */
+  readonly kvCacheDtype?: string;
+  /** --mem-fraction-static (fraction of total memory for weights + KV pool); null = auto (executor/memory_plan.ts). */
+  readonly memFractionStatic?: number | null;
+  /** --max-total-tokens: cap on KV pool token capacity. */
+  readonly maxTotalTokens?: number | null;
+  /** --max-running-requests. */
+  readonly maxRunningRequests?: number | null;
+  /** --max-prefill-tokens (default 16384). */
+  readonly maxPrefillTokens?: number;
+  /** --chunked-prefill-size; null = auto; ≤ 0 disables chunking. */
+  readonly chunkedPrefillSize?: number | null;
+  /** --page-size (default 1). */
+  readonly pageSize?: number;
+  /** --schedule-policy (default 'fcfs'). */
+  readonly schedulePolicy?: SchedulePolicy;
+  /** --schedule-conservativeness (default 1.0). */
+  readonly scheduleConservativeness?: number;
+  /** --disable-radix-cache (ChunkCache instead of the radix tree). */
+  readonly disableRadixCache?: boolean;
+  /** --enable-mixed-chunk (extend + running decodes in one forward). */
+  readonly enableMixedChunk?: boolean;
+  /** --stream-interval (default 1). */
+  readonly streamInterval?: number;
+  /** --random-seed: base seed for requests without their own seed. */
+  readonly randomSeed?: number | null;
+  /** --json-model-override-args, parsed. */
+  readonly jsonModelOverrideArgs?: Record<string, unknown>;
+  /** --allow-auto-truncate. */
+  readonly allowAutoTruncate?: boolean;
+  /** --skip-tokenizer-init: inputIds only, outputs ids only. */
+  readonly skipTokenizerInit?: boolean;
+  /** Compute threads for the model kernels (default 1). */
+  readonly numThreads?: number;
+  /** Run scheduler + model in a worker thread (default true; tests use false = in-process). */
+  readonly useWorkerThread?: boolean;
+  /** 'debug' | 'info' | 'warning' | 'error'. */
+  readonly logLevel?: string;
+}
+
+/** Static facts about the loaded engine (for /get_model_info, /get_server_info, /v1/models, context checks). */
+export interface EngineInfo {
+  readonly modelPath: string;
+  readonly tokenizerPath: string;
+  /** HF `architectures[0]`. */
+  readonly architecture: string;
+  readonly contextLength: number;
+  readonly vocabSize: number;
+  /** EOS ids (generation_config.json, else config/tokenizer). */
+  readonly eosTokenIds: readonly number[];
+  /** KV pool token capacity after sizing (printed at start-up). */
+  readonly maxTotalNumTokens: number;
+  readonly maxRunningRequests: number;
+  readonly maxPrefillTokens: number;
+  readonly chunkedPrefillSize: number | null;
+  readonly pageSize: number;
+  /** max prompt length accepted (SGLang max_req_input_len). */
+  readonly maxReqInputLen: number;
+  /** Sampling defaults from generation_config.json (temperature, topP, topK, minP, repetitionPenalty), when present. */
+  readonly defaultSamplingParams: Readonly<Record<string, number>>;
+}
+
+/** Live load statistics (for /get_server_info, /metrics). */
+export interface EngineLoad {
+  readonly numRunningReqs: number;
+  readonly numQueueReqs: number;
+  /** KV tokens in use (running requests + locked prefix nodes). */
+  readonly numUsedTokens: number;
+  /** numUsedTokens / maxTotalNumTokens. */
+  readonly tokenUsage: number;
+  /** Tokens in the prefix cache that may be evicted. */
+  readonly evictableTokens: number;
+  /** Decode tokens/s over the last logging window. */
+  readonly genThroughput: number;
+  /** Fraction of prompt tokens served from the prefix cache (cumulative). */
+  readonly cacheHitRate: number;
+  /** Total retractions so far. */
+  readonly numRetractedReqs: number;
+}
+
+/**
+ * What the HTTP edge calls. Created by `Engine.create(opts)` (engine/engine.ts), which loads the model, sizes the KV
+ * pool, prints the token capacity and starts the worker thread (or runs in-process when `useWorkerThread: false`).
+ */
+export interface EngineApi {
+  readonly info: EngineInfo;
+  /**
+   * Tokenizes (when `text`), validates (context length, sampling params) and runs one request; n > 1 runs n choices
+   * (outputs carry `index`). Validation errors (InvalidRequestError, ContextLengthExceededError) reject the first
+   * `next()` of the iterator, before any output, so a server can await the first item before sending headers.
+   * Aborting `signal` (or `abort(rid)`) ends every choice with finishReason `{type: 'abort'}` and frees its KV cache.
+   */
+  generate(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<GenerateOutput>;
+  /** Aborts a request (all its choices) wherever it is (queue or running). Unknown rid: no-op. */
+  abort(rid: string): void;
+  /** Aborts every request. */
+  abortAll(): void;
+  /** Empties the prefix cache; false (and nothing done) while requests are running or queued, as SGLang. */
+  flushCache(): Promise<boolean>;
+  /** Live load statistics. */
+  getLoad(): Promise<EngineLoad>;
+  /** Aborts everything and stops the worker. */
+  shutdown(): Promise<void>;
+}
