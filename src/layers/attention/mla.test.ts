@@ -1,0 +1,73 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Rng } from '../../common/index.js';
+import { mlaAbsorbQuery, mlaAbsorbedAttention, mlaExpandKv, mlaExpandedAttention, mlaLatentWidth } from './mla.js';
+import type { MlaDims } from './mla.js';
+
+const D: MlaDims = { numHeads: 3, qkNopeHeadDim: 8, qkRopeHeadDim: 4, vHeadDim: 6, kvLoraRank: 10 };
+
+function setup(seed: number, numLocs: number) {
+  const rng = new Rng(seed);
+  const g = (n: number, s = 1) => Float32Array.from({ length: n }, () => rng.nextGaussian() * s);
+  const q = g(D.numHeads * (D.qkNopeHeadDim + D.qkRopeHeadDim));
+  const wKvB = g(D.numHeads * (D.qkNopeHeadDim + D.vHeadDim) * D.kvLoraRank, 0.3);
+  const latent = g(numLocs * mlaLatentWidth(D));
+  return { q, wKvB, latent };
+}
+
+test('absorbed and expanded MLA agree (1e-5) on any selected key subset', () => {
+  const numLocs = 40;
+  const { q, wKvB, latent } = setup(1, numLocs);
+  const keyLocs = Int32Array.from({ length: 30 }, (_, t) => (t * 7 + 3) % numLocs);
+  const selected = Int32Array.from([0, 2, 3, 9, 17, 29]);
+  const scale = 0.3;
+  const qa = new Float32Array(D.numHeads * D.kvLoraRank);
+  mlaAbsorbQuery(q, 0, wKvB, D, qa);
+  const outA = new Float32Array(D.numHeads * D.vHeadDim);
+  mlaAbsorbedAttention(qa, q, 0, wKvB, latent, keyLocs, selected, selected.length, scale, D, outA, 0, new Float32Array(64));
+  const kv = new Float32Array(30 * D.numHeads * (D.qkNopeHeadDim + D.vHeadDim));
+  mlaExpandKv(latent, keyLocs, 30, wKvB, D, kv);
+  const outE = new Float32Array(D.numHeads * D.vHeadDim);
+  mlaExpandedAttention(q, 0, kv, latent, keyLocs, selected, selected.length, scale, D, outE, 0, new Float32Array(64));
+  let maxDiff = 0;
+  for (let i = 0; i < outA.length; i++) maxDiff = Math.max(maxDiff, Math.abs(outA[i] - outE[i]));
+  assert.ok(maxDiff < 1e-5, `max diff ${maxDiff}`);
+  assert.ok(outA.some((v) => Math.abs(v) > 0.1));
+});
+
+test('expanded MLA equals a naive per-head softmax attention written from the spec', () => {
+  const numLocs = 12;
+  const { q, wKvB, latent } = setup(2, numLocs);
+  const { numHeads: H, qkNopeHeadDim: dn, qkRopeHeadDim: dr, vHeadDim: dv, kvLoraRank: r } = D;
+  const keyLocs = Int32Array.from({ length: numLocs }, (_, t) => numLocs - 1 - t);
+  const selected = Int32Array.from([1, 4, 5, 11]);
+  const kv = new Float32Array(numLocs * H * (dn + dv));
+  mlaExpandKv(latent, keyLocs, numLocs, wKvB, D, kv);
+  const out = new Float32Array(H * dv);
+  mlaExpandedAttention(q, 0, kv, latent, keyLocs, selected, selected.length, 0.5, D, out, 0, new Float32Array(16));
+  for (let h = 0; h < H; h++) {
+    const scores = [...selected].map((t) => {
+      const c = latent.subarray(keyLocs[t] * (r + dr), keyLocs[t] * (r + dr) + r);
+      let s = 0;
+      for (let i = 0; i < dn; i++) {
+        let kn = 0;
+        for (let j = 0; j < r; j++) kn += c[j] * wKvB[(h * (dn + dv) + i) * r + j];
+        s += q[h * (dn + dr) + i] * kn;
+      }
+      for (let i = 0; i < dr; i++) s += q[h * (dn + dr) + dn + i] * latent[keyLocs[t] * (r + dr) + r + i];
+      return 0.5 * s;
+    });
+    const m = Math.max(...scores);
+    const p = scores.map((s) => Math.exp(s - m));
+    const z = p.reduce((a, b) => a + b, 0);
+    for (let v = 0; v < dv; v++) {
+      let o = 0;
+      [...selected].forEach((t, j) => {
+        let vv = 0;
+        for (let k = 0; k < r; k++) vv += latent[keyLocs[t] * (r + dr) + k] * wKvB[(h * (dn + dv) + dn + v) * r + k];
+        o += (p[j] / z) * vv;
+      });
+      assert.ok(Math.abs(out[h * dv + v] - o) < 1e-5);
+    }
+  }
+});
