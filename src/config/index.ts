@@ -1,2 +1,4 @@
 // Public surface of config/ (see ARCHITECTURE.md for what it may import).
 export {};
+export * from './server_args.js';
+export * from './slices.js';

@@ -1,0 +1,111 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseServerArgs, validateServerArgs, defaultServerArgs, resolveFlag, SERVER_FLAGS } from './server_args.js';
+import { engineSlice, httpServerSlice } from './slices.js';
+import { InvalidRequestError, UnsupportedFeatureError } from '../common/index.js';
+
+test('defaults are SGLang\'s', () => {
+  const d = defaultServerArgs();
+  assert.equal(d.host, '127.0.0.1');
+  assert.equal(d.port, 30000);
+  assert.equal(d.tpSize, 1);
+  assert.equal(d.maxPrefillTokens, 16384);
+  assert.equal(d.schedulePolicy, 'fcfs');
+  assert.equal(d.disaggregationBootstrapPort, 8998);
+  assert.equal(d.kvCacheDtype, 'auto');
+  assert.equal(d.modelPath, null);
+});
+
+test('every name and alias is unique in the table', () => {
+  const seen = new Set<string>();
+  for (const f of SERVER_FLAGS) for (const n of [f.name, ...(f.aliases ?? [])]) {
+    assert.ok(!seen.has(n), `duplicate flag --${n}`);
+    seen.add(n);
+  }
+});
+
+test('seed spellings: aliases, unique prefixes, --x=v and --x v', () => {
+  const { args, given } = parseServerArgs([
+    '--model', '/m', '--tp', '4', '--ep=8', '--dp', '2', '--nccl-init', '10.0.0.1:5000', '--mem-fraction-static', '0.85',
+    '--trust-remote-code', '--tool-call-parser', 'minimax-m2', '--reasoning-parser=minimax-append-think',
+    '--served-model-name', 'X', '--context-length', '65536', '--chunked-prefill-size', '-1',
+    '--json-model-override-args', '{"index_topk_pattern": "FS"}', '--speculative-algorithm', 'NEXTN',
+  ]);
+  assert.equal(args.modelPath, '/m');
+  assert.equal(args.tpSize, 4);
+  assert.equal(args.epSize, 8);
+  assert.equal(args.dpSize, 2);
+  assert.equal(args.distInitAddr, '10.0.0.1:5000');
+  assert.equal(args.memFractionStatic, 0.85);
+  assert.equal(args.trustRemoteCode, true);
+  assert.equal(args.reasoningParser, 'minimax-append-think');
+  assert.equal(args.contextLength, 65536);
+  assert.equal(args.chunkedPrefillSize, -1);
+  assert.deepEqual(args.jsonModelOverrideArgs, { index_topk_pattern: 'FS' });
+  assert.equal(args.speculativeAlgorithm, 'EAGLE');
+  assert.ok(given.has('tp-size') && given.has('dist-init-addr'));
+  assert.equal(resolveFlag('tensor-parallel-size').name, 'tp-size');
+  assert.equal(resolveFlag('tp-si').name, 'tp-size');
+});
+
+test('parse errors name the flag', () => {
+  assert.throws(() => parseServerArgs(['--port', 'abc']), /argument --port: invalid int value: 'abc'/);
+  assert.throws(() => parseServerArgs(['--port']), /argument --port: expected one argument/);
+  assert.throws(() => parseServerArgs(['--no-such-flag', '1']), /unrecognized arguments: --no-such-flag/);
+  assert.throws(() => parseServerArgs(['--disable', '1']), /ambiguous option: --disable could match/);
+  assert.throws(() => parseServerArgs(['--trust-remote-code=yes']), /ignored explicit argument/);
+  assert.throws(() => parseServerArgs(['--schedule-policy', 'xyz']), /invalid choice: 'xyz'/);
+  assert.throws(() => parseServerArgs(['--json-model-override-args', '[1]']), /expected a JSON object/);
+  assert.throws(() => parseServerArgs(['positional']), InvalidRequestError);
+});
+
+test('flags whose feature is not built stop start-up with a message saying so', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'tsglang-args-'));
+  const cases: [string[], RegExp][] = [
+    [['--tp', '4'], /tensor parallelism \(--tp-size 4.*not supported by tsglang yet/],
+    [['--dp', '8', '--tp', '8', '--enable-dp-attention'], /tensor parallelism/],
+    [['--dp', '2'], /data parallelism \(--dp-size 2\)/],
+    [['--ep', '8'], /expert parallelism/],
+    [['--speculative-algorithm', 'EAGLE', '--speculative-num-steps', '3'], /speculative decoding/],
+    [['--speculative-num-steps', '3'], /speculative decoding/],
+    [['--disaggregation-mode', 'prefill'], /prefill\/decode disaggregation/],
+    [['--kv-cache-dtype', 'fp8_e4m3'], /KV cache dtype 'fp8_e4m3'/],
+    [['--enable-prefill-cp', '--cp-strategy', 'interleave'], /context parallelism/],
+    [['--pp-size', '2'], /pipeline parallelism/],
+    [['--nnodes', '2', '--node-rank', '1'], /multi-node/],
+    [['--moe-a2a-backend', 'deepep'], /all-to-all/],
+    [['--quantization', 'modelopt_fp4'], /quantization 'modelopt_fp4'/],
+  ];
+  for (const [argv, re] of cases) {
+    const p = parseServerArgs(['--model-path', dir, ...argv]);
+    assert.throws(() => validateServerArgs(p.args, p.given, 2), (e: unknown) => e instanceof UnsupportedFeatureError && re.test(e.message), argv.join(' '));
+  }
+});
+
+test('value checks and accepted GPU knobs with notices', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'tsglang-args-'));
+  const bad = (argv: string[], re: RegExp) => {
+    const p = parseServerArgs(argv);
+    assert.throws(() => validateServerArgs(p.args, p.given), re);
+  };
+  bad(['--model-path', 'MiniMaxAI/MiniMax-M2.7'], /is not a local directory/);
+  bad(['--mem-fraction-static', '1.5'], /mem-fraction-static: must be in \(0, 1\)/);
+  bad(['--port', '70000'], /must be in \[0, 65535\]/);
+  bad(['--chat-template', '/nonexistent.jinja'], /chat-template/);
+  const p = parseServerArgs(['--model-path', dir, '--attention-backend', 'triton', '--cuda-graph-max-bs-decode', '128', '--tp', '1', '--enable-dp-attention', '--trust-remote-code', '--log-requests', '--enable-metrics', '--allow-auto-truncate', '--page-size', '64']);
+  const { notices } = validateServerArgs(p.args, p.given);
+  assert.ok(notices.some((n) => n.includes('--attention-backend triton')));
+  assert.ok(notices.some((n) => n.includes('--cuda-graph-max-bs-decode 128')));
+  assert.ok(notices.some((n) => n.includes('dp_size = 1 is switched off')));
+  const e = engineSlice(p.args, dir);
+  assert.equal(e.pageSize, 64);
+  assert.equal(e.allowAutoTruncate, true);
+  assert.equal(e.modelPath, dir);
+  const h = httpServerSlice(p.args, 'served');
+  assert.equal(h.servedModelName, 'served');
+  assert.equal(h.enableMetrics, true);
+  assert.equal(h.logRequests, true);
+});

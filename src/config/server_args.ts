@@ -1,0 +1,388 @@
+// Owns `tsglang serve`'s flags: one table (SGLang names, aliases, defaults written once), an argparse-like
+// parser (unique-prefix abbreviations, `--x=v` and `--x v`, store-true switches) and the validation that
+// stops start-up for flags whose feature tsglang does not build. Environment variables are read only here.
+// Source of names/defaults: python/sglang/srt/server_args.py (v0.5.10), restated in serving-spec.md §1.
+import { existsSync, statSync } from 'node:fs';
+import { InvalidRequestError, UnsupportedFeatureError } from '../common/index.js';
+
+/** Every `tsglang serve` setting, camelCase of SGLang's snake_case field names. Frozen after parsing. */
+export interface ServerArgs {
+  modelPath: string | null;
+  tokenizerPath: string | null;
+  host: string;
+  port: number;
+  apiKey: string | null;
+  servedModelName: string | null;
+  chatTemplate: string | null;
+  toolCallParser: string | null;
+  reasoningParser: string | null;
+  trustRemoteCode: boolean;
+  revision: string | null;
+  dtype: string;
+  device: string;
+  quantization: string | null;
+  kvCacheDtype: string;
+  contextLength: number | null;
+  jsonModelOverrideArgs: Record<string, unknown>;
+  memFractionStatic: number | null;
+  maxTotalTokens: number | null;
+  maxRunningRequests: number | null;
+  maxQueuedRequests: number | null;
+  maxPrefillTokens: number;
+  chunkedPrefillSize: number | null;
+  pageSize: number;
+  schedulePolicy: string;
+  scheduleConservativeness: number;
+  disableRadixCache: boolean;
+  enableMixedChunk: boolean;
+  disableOverlapSchedule: boolean;
+  streamInterval: number;
+  randomSeed: number | null;
+  allowAutoTruncate: boolean;
+  skipTokenizerInit: boolean;
+  skipServerWarmup: boolean;
+  samplingDefaults: string;
+  preferredSamplingParams: Record<string, unknown> | null;
+  watchdogTimeout: number;
+  enableCacheReport: boolean;
+  enableMetrics: boolean;
+  logLevel: string;
+  logLevelHttp: string | null;
+  logRequests: boolean;
+  logRequestsLevel: number;
+  numThreads: number | null;
+  tpSize: number;
+  dpSize: number;
+  epSize: number;
+  ppSize: number;
+  ppAsyncBatchDepth: number;
+  enableDpAttention: boolean;
+  nnodes: number;
+  nodeRank: number;
+  distInitAddr: string | null;
+  distTimeout: number | null;
+  enablePrefillCp: boolean;
+  cpStrategy: string | null;
+  attnCpSize: number;
+  moeA2aBackend: string;
+  moeRunnerBackend: string;
+  attentionBackend: string | null;
+  dsaPrefillBackend: string | null;
+  dsaDecodeBackend: string | null;
+  dsaTopkBackend: string;
+  cudaGraphMaxBs: number | null;
+  cudaGraphMaxBsDecode: number | null;
+  speculativeAlgorithm: string | null;
+  speculativeNumSteps: number | null;
+  speculativeEagleTopk: number | null;
+  speculativeNumDraftTokens: number | null;
+  disaggregationMode: string;
+  disaggregationBootstrapPort: number;
+  disaggregationTransferBackend: string;
+}
+
+/** Value type of a flag: store-true switch, or a typed value. */
+export type FlagType = 'bool' | 'str' | 'int' | 'float' | 'json';
+
+/** One row of the flag table. */
+export interface FlagSpec {
+  /** Canonical long name without dashes, e.g. 'tp-size'. */
+  readonly name: string;
+  /** Other accepted spellings (explicit SGLang aliases), without dashes. */
+  readonly aliases?: readonly string[];
+  readonly key: keyof ServerArgs;
+  readonly type: FlagType;
+  /** The default: written here once. */
+  readonly default: ServerArgs[keyof ServerArgs];
+  readonly choices?: readonly string[];
+  readonly help: string;
+  readonly metavar?: string;
+}
+
+const KERNEL_CHOICE = 'GPU kernel choice; tsglang runs its own CPU kernels';
+
+/** The flag table of `tsglang serve` (SGLang names and defaults). */
+export const SERVER_FLAGS: readonly FlagSpec[] = [
+  // model and tokenizer
+  { name: 'model-path', aliases: ['model'], key: 'modelPath', type: 'str', default: null, metavar: 'DIR', help: 'local checkpoint directory (config.json, safetensors, tokenizer.json); default: the embedded tiny MiniMax-M2 model' },
+  { name: 'tokenizer-path', key: 'tokenizerPath', type: 'str', default: null, metavar: 'DIR', help: 'tokenizer directory (default: --model-path)' },
+  { name: 'served-model-name', key: 'servedModelName', type: 'str', default: null, help: 'model name reported by /v1/models (default: --model-path)' },
+  { name: 'chat-template', key: 'chatTemplate', type: 'str', default: null, metavar: 'FILE', help: 'Jinja chat template file overriding the tokenizer\'s' },
+  { name: 'tool-call-parser', key: 'toolCallParser', type: 'str', default: null, help: 'tool-call parser: minimax-m2, deepseekv32, deepseekv31, deepseekv3' },
+  { name: 'reasoning-parser', key: 'reasoningParser', type: 'str', default: null, help: 'reasoning parser: minimax-append-think, minimax, deepseek-v3, deepseek-r1' },
+  { name: 'trust-remote-code', key: 'trustRemoteCode', type: 'bool', default: false, help: 'accepted for compatibility (tsglang never runs model code from a checkpoint)' },
+  { name: 'revision', key: 'revision', type: 'str', default: null, help: 'accepted for compatibility (local directories have no revisions)' },
+  { name: 'dtype', key: 'dtype', type: 'str', default: 'auto', choices: ['auto', 'half', 'float16', 'bfloat16', 'float', 'float32'], help: 'activation dtype; the CPU engine computes in float32 for every choice' },
+  { name: 'device', key: 'device', type: 'str', default: 'cpu', choices: ['cpu'], help: 'device (tsglang runs on CPU)' },
+  { name: 'quantization', key: 'quantization', type: 'str', default: null, help: 'weight quantization (default: from the checkpoint; fp8 block-scaled is built)' },
+  { name: 'kv-cache-dtype', key: 'kvCacheDtype', type: 'str', default: 'auto', choices: ['auto', 'bf16', 'bfloat16', 'fp8_e4m3', 'fp8_e5m2', 'fp4_e2m1'], help: 'KV cache dtype (auto: f32 on CPU)' },
+  { name: 'context-length', key: 'contextLength', type: 'int', default: null, help: 'max context length (default: from config.json)' },
+  { name: 'json-model-override-args', key: 'jsonModelOverrideArgs', type: 'json', default: {}, metavar: 'JSON', help: 'JSON object merged into config.json' },
+  // memory and scheduling
+  { name: 'mem-fraction-static', key: 'memFractionStatic', type: 'float', default: null, help: 'fraction of memory for weights + KV pool (default: auto)' },
+  { name: 'max-total-tokens', key: 'maxTotalTokens', type: 'int', default: null, help: 'cap on the KV pool token capacity' },
+  { name: 'max-running-requests', key: 'maxRunningRequests', type: 'int', default: null, help: 'max concurrently running requests (default: auto)' },
+  { name: 'max-queued-requests', key: 'maxQueuedRequests', type: 'int', default: null, help: 'max waiting requests' },
+  { name: 'max-prefill-tokens', key: 'maxPrefillTokens', type: 'int', default: 16384, help: 'token budget of one prefill batch' },
+  { name: 'chunked-prefill-size', key: 'chunkedPrefillSize', type: 'int', default: null, help: 'max tokens of one request per prefill step; -1 disables chunking (default: auto)' },
+  { name: 'page-size', key: 'pageSize', type: 'int', default: 1, help: 'tokens per KV page' },
+  { name: 'schedule-policy', key: 'schedulePolicy', type: 'str', default: 'fcfs', choices: ['fcfs', 'lpm', 'dfs-weight', 'lof', 'random'], help: 'waiting-queue order' },
+  { name: 'schedule-conservativeness', key: 'scheduleConservativeness', type: 'float', default: 1.0, help: 'scales the new-token ratio estimate' },
+  { name: 'disable-radix-cache', key: 'disableRadixCache', type: 'bool', default: false, help: 'no prefix sharing (chunk cache)' },
+  { name: 'enable-mixed-chunk', key: 'enableMixedChunk', type: 'bool', default: false, help: 'run a prefill chunk and the decode batch in one forward' },
+  { name: 'disable-overlap-schedule', key: 'disableOverlapSchedule', type: 'bool', default: false, help: 'accepted; tsglang\'s scheduler does not overlap CPU and device work' },
+  { name: 'stream-interval', key: 'streamInterval', type: 'int', default: 1, help: 'stream an update every N tokens' },
+  { name: 'random-seed', key: 'randomSeed', type: 'int', default: null, help: 'base random seed' },
+  { name: 'allow-auto-truncate', key: 'allowAutoTruncate', type: 'bool', default: false, help: 'truncate over-long prompts instead of returning 400' },
+  { name: 'skip-tokenizer-init', key: 'skipTokenizerInit', type: 'bool', default: false, help: 'requests carry input_ids; outputs are ids only' },
+  { name: 'skip-server-warmup', key: 'skipServerWarmup', type: 'bool', default: false, help: 'skip the start-up warmup request' },
+  { name: 'sampling-defaults', key: 'samplingDefaults', type: 'str', default: 'model', choices: ['model', 'openai'], help: 'defaults for unset sampling params' },
+  { name: 'preferred-sampling-params', key: 'preferredSamplingParams', type: 'json', default: null, metavar: 'JSON', help: 'server-side sampling defaults for /generate' },
+  { name: 'watchdog-timeout', key: 'watchdogTimeout', type: 'float', default: 300, help: 'seconds one forward may take before the server exits' },
+  { name: 'num-threads', key: 'numThreads', type: 'int', default: null, help: 'tsglang: compute threads of the CPU kernels (default: the engine\'s)' },
+  // server, API, observability
+  { name: 'host', key: 'host', type: 'str', default: '127.0.0.1', help: 'HTTP bind address' },
+  { name: 'port', key: 'port', type: 'int', default: 30000, help: 'HTTP port' },
+  { name: 'api-key', key: 'apiKey', type: 'str', default: null, help: 'require `Authorization: Bearer KEY` (except /health*, /metrics)' },
+  { name: 'enable-metrics', key: 'enableMetrics', type: 'bool', default: false, help: 'serve Prometheus metrics at /metrics' },
+  { name: 'enable-cache-report', key: 'enableCacheReport', type: 'bool', default: false, help: 'report usage.prompt_tokens_details.cached_tokens' },
+  { name: 'log-level', key: 'logLevel', type: 'str', default: 'info', choices: ['debug', 'info', 'warning', 'error'], help: 'log level' },
+  { name: 'log-level-http', key: 'logLevelHttp', type: 'str', default: null, choices: ['debug', 'info', 'warning', 'error'], help: 'HTTP log level (default: --log-level)' },
+  { name: 'log-requests', key: 'logRequests', type: 'bool', default: false, help: 'log request metadata, inputs and outputs' },
+  { name: 'log-requests-level', key: 'logRequestsLevel', type: 'int', default: 2, help: '0 meta, 1 +sampling params, 2 +partial I/O, 3 full' },
+  // parallelism (tp = dp = ep = pp = 1 on this build)
+  { name: 'tp-size', aliases: ['tensor-parallel-size', 'tp'], key: 'tpSize', type: 'int', default: 1, help: 'tensor-parallel size' },
+  { name: 'dp-size', aliases: ['data-parallel-size'], key: 'dpSize', type: 'int', default: 1, help: 'data-parallel size' },
+  { name: 'ep-size', aliases: ['ep', 'expert-parallel-size'], key: 'epSize', type: 'int', default: 1, help: 'expert-parallel size' },
+  { name: 'pp-size', aliases: ['pipeline-parallel-size'], key: 'ppSize', type: 'int', default: 1, help: 'pipeline-parallel size' },
+  { name: 'pp-async-batch-depth', key: 'ppAsyncBatchDepth', type: 'int', default: 0, help: 'extra in-flight micro-batches with --pp-size > 1' },
+  { name: 'enable-dp-attention', key: 'enableDpAttention', type: 'bool', default: false, help: 'data-parallel attention (switched off when dp = 1)' },
+  { name: 'nnodes', key: 'nnodes', type: 'int', default: 1, help: 'number of nodes' },
+  { name: 'node-rank', key: 'nodeRank', type: 'int', default: 0, help: 'rank of this node' },
+  { name: 'dist-init-addr', aliases: ['nccl-init-addr'], key: 'distInitAddr', type: 'str', default: null, metavar: 'HOST:PORT', help: 'multi-node rendezvous address' },
+  { name: 'dist-timeout', key: 'distTimeout', type: 'int', default: null, help: 'seconds for distributed init' },
+  { name: 'enable-prefill-cp', key: 'enablePrefillCp', type: 'bool', default: false, help: 'prefill context parallelism' },
+  { name: 'cp-strategy', key: 'cpStrategy', type: 'str', default: null, choices: ['interleave', 'zigzag'], help: 'prefill CP token split' },
+  { name: 'attn-cp-size', key: 'attnCpSize', type: 'int', default: 1, help: 'attention CP group size' },
+  { name: 'moe-a2a-backend', key: 'moeA2aBackend', type: 'str', default: 'none', choices: ['none', 'deepep', 'mooncake', 'nixl', 'mori', 'flashinfer'], help: 'MoE all-to-all backend' },
+  // kernel choices (GPU only)
+  { name: 'moe-runner-backend', key: 'moeRunnerBackend', type: 'str', default: 'auto', help: `MoE GEMM backend (${KERNEL_CHOICE})` },
+  { name: 'attention-backend', key: 'attentionBackend', type: 'str', default: null, help: `attention backend (${KERNEL_CHOICE})` },
+  { name: 'dsa-prefill-backend', key: 'dsaPrefillBackend', type: 'str', default: null, help: `DSA prefill kernel (${KERNEL_CHOICE})` },
+  { name: 'dsa-decode-backend', key: 'dsaDecodeBackend', type: 'str', default: null, help: `DSA decode kernel (${KERNEL_CHOICE})` },
+  { name: 'dsa-topk-backend', key: 'dsaTopkBackend', type: 'str', default: 'sgl-kernel', help: `DSA indexer top-k kernel (${KERNEL_CHOICE})` },
+  { name: 'cuda-graph-max-bs', key: 'cudaGraphMaxBs', type: 'int', default: null, help: 'largest CUDA-graph batch (no CUDA graphs on CPU)' },
+  { name: 'cuda-graph-max-bs-decode', key: 'cudaGraphMaxBsDecode', type: 'int', default: null, help: 'largest decode CUDA-graph batch (no CUDA graphs on CPU)' },
+  // speculative decoding and PD disaggregation (not built yet)
+  { name: 'speculative-algorithm', key: 'speculativeAlgorithm', type: 'str', default: null, choices: ['EAGLE', 'EAGLE3', 'NEXTN', 'STANDALONE', 'NGRAM'], help: 'speculative decoding algorithm' },
+  { name: 'speculative-num-steps', key: 'speculativeNumSteps', type: 'int', default: null, help: 'draft depth' },
+  { name: 'speculative-eagle-topk', key: 'speculativeEagleTopk', type: 'int', default: null, help: 'draft branching factor' },
+  { name: 'speculative-num-draft-tokens', key: 'speculativeNumDraftTokens', type: 'int', default: null, help: 'tokens verified per step' },
+  { name: 'disaggregation-mode', key: 'disaggregationMode', type: 'str', default: 'null', choices: ['null', 'prefill', 'decode'], help: 'PD disaggregation role' },
+  { name: 'disaggregation-bootstrap-port', key: 'disaggregationBootstrapPort', type: 'int', default: 8998, help: 'bootstrap port of a prefill server' },
+  { name: 'disaggregation-transfer-backend', key: 'disaggregationTransferBackend', type: 'str', default: 'mooncake', choices: ['mooncake', 'nixl', 'ascend', 'mori', 'mooncake_tcp', 'fake'], help: 'KV transfer backend' },
+];
+
+/** The parsed command line: frozen args plus which flags the user actually gave (canonical names). */
+export interface ParsedServerArgs {
+  readonly args: Readonly<ServerArgs>;
+  readonly given: ReadonlySet<string>;
+  readonly help: boolean;
+}
+
+/** Every default, from the table. */
+export function defaultServerArgs(): ServerArgs {
+  const out: Record<string, unknown> = {};
+  for (const f of SERVER_FLAGS) out[f.key] = structuredClone(f.default);
+  return out as unknown as ServerArgs;
+}
+
+function badArg(flag: string, msg: string): InvalidRequestError {
+  return new InvalidRequestError(`argument --${flag}: ${msg}`, flag);
+}
+
+/**
+ * Resolves a long option as argparse does: exact name or alias first, else a unique prefix of one flag's
+ * names (`--tp` → --tp-size, `--nccl-init` → --dist-init-addr via its alias --nccl-init-addr).
+ * @throws InvalidRequestError for unknown or ambiguous options
+ */
+export function resolveFlag(option: string, table: readonly FlagSpec[] = SERVER_FLAGS): FlagSpec {
+  for (const f of table) if (f.name === option || f.aliases?.includes(option)) return f;
+  const hits = new Map<FlagSpec, string>();
+  for (const f of table) {
+    for (const n of [f.name, ...(f.aliases ?? [])]) if (n.startsWith(option) && !hits.has(f)) hits.set(f, n);
+  }
+  if (hits.size === 1) return [...hits.keys()][0];
+  if (hits.size > 1) {
+    const names = [...hits.values()].map((n) => `--${n}`).join(', ');
+    throw new InvalidRequestError(`ambiguous option: --${option} could match ${names}`, option);
+  }
+  throw new InvalidRequestError(`unrecognized arguments: --${option}`, option);
+}
+
+function convert(f: FlagSpec, raw: string): unknown {
+  switch (f.type) {
+    case 'int': {
+      if (!/^[+-]?\d+$/.test(raw.trim())) throw badArg(f.name, `invalid int value: '${raw}'`);
+      return Number.parseInt(raw, 10);
+    }
+    case 'float': {
+      const v = Number(raw);
+      if (raw.trim() === '' || !Number.isFinite(v)) throw badArg(f.name, `invalid float value: '${raw}'`);
+      return v;
+    }
+    case 'json': {
+      let v: unknown;
+      try { v = JSON.parse(raw); } catch { throw badArg(f.name, `invalid JSON: '${raw}'`); }
+      if (v === null || typeof v !== 'object' || Array.isArray(v)) throw badArg(f.name, 'expected a JSON object');
+      return v;
+    }
+    case 'str':
+      if (f.choices && !f.choices.includes(raw)) {
+        throw badArg(f.name, `invalid choice: '${raw}' (choose from ${f.choices.map((c) => `'${c}'`).join(', ')})`);
+      }
+      return raw;
+    case 'bool':
+      return true;
+  }
+}
+
+/**
+ * Parses `tsglang serve` flags like SGLang's argparse parser.
+ * @param argv flags after `serve`
+ * @returns args (defaults filled, NEXTN rewritten to EAGLE), the set of flags given, and whether --help was asked
+ * @throws InvalidRequestError naming the flag (unknown, ambiguous, missing or badly typed value, positional)
+ */
+export function parseServerArgs(argv: readonly string[]): ParsedServerArgs {
+  const args = defaultServerArgs() as unknown as Record<string, unknown>;
+  const given = new Set<string>();
+  let help = false;
+  for (let i = 0; i < argv.length; i++) {
+    const tok = argv[i];
+    if (tok === '-h' || tok === '--help') { help = true; continue; }
+    if (!tok.startsWith('--') || tok === '--') throw new InvalidRequestError(`unrecognized arguments: ${tok}`, null);
+    const eq = tok.indexOf('=');
+    const option = eq >= 0 ? tok.slice(2, eq) : tok.slice(2);
+    const f = resolveFlag(option);
+    let raw: string | undefined = eq >= 0 ? tok.slice(eq + 1) : undefined;
+    if (f.type === 'bool') {
+      if (raw !== undefined) throw badArg(f.name, `ignored explicit argument '${raw}'`);
+    } else if (raw === undefined) {
+      const next = argv[i + 1];
+      if (next === undefined || (next.startsWith('--') && next.length > 2)) throw badArg(f.name, 'expected one argument');
+      raw = next;
+      i++;
+    }
+    args[f.key] = convert(f, raw ?? '');
+    given.add(f.name);
+  }
+  if (args.speculativeAlgorithm === 'NEXTN') args.speculativeAlgorithm = 'EAGLE';
+  return { args: Object.freeze(args as unknown as ServerArgs), given, help };
+}
+
+/** Help text listing every flag with its default. */
+export function serverArgsHelp(): string {
+  const lines = ['usage: tsglang serve [--model-path DIR] [flags]', '', 'flags (SGLang names; unique prefixes work, e.g. --tp):'];
+  for (const f of SERVER_FLAGS) {
+    const names = [f.name, ...(f.aliases ?? [])].map((n) => `--${n}`).join(', ');
+    const meta = f.type === 'bool' ? '' : ` ${f.metavar ?? f.type.toUpperCase()}`;
+    const def = f.type === 'bool' || f.default === null ? '' : ` (default: ${JSON.stringify(f.default)})`;
+    const choices = f.choices ? ` {${f.choices.join(',')}}` : '';
+    lines.push(`  ${(names + meta).padEnd(44)} ${f.help}${choices}${def}`);
+  }
+  return lines.join('\n') + '\n';
+}
+
+/** Notices for accepted flags that change nothing on this build (printed at start-up, never silent). */
+export interface ServerArgsCheck {
+  readonly notices: readonly string[];
+}
+
+/**
+ * Validates the parsed args. Features that are parsed but not built stop start-up with UnsupportedFeatureError;
+ * value errors throw InvalidRequestError; GPU-only knobs that have no CPU meaning are accepted with a notice.
+ * @param machineCpus CPUs of this machine (for the TP message)
+ * @throws UnsupportedFeatureError, InvalidRequestError
+ */
+export function validateServerArgs(a: Readonly<ServerArgs>, given: ReadonlySet<string>, machineCpus = 1): ServerArgsCheck {
+  const notices: string[] = [];
+  const notBuilt = (what: string): never => {
+    throw new UnsupportedFeatureError(`${what} is not supported by tsglang yet; remove the flag to start the server.`);
+  };
+  // value ranges
+  if (a.port < 0 || a.port > 65535) throw badArg('port', `must be in [0, 65535], got ${a.port}`);
+  for (const [flag, v] of [['tp-size', a.tpSize], ['dp-size', a.dpSize], ['ep-size', a.epSize], ['pp-size', a.ppSize], ['nnodes', a.nnodes], ['page-size', a.pageSize], ['stream-interval', a.streamInterval], ['attn-cp-size', a.attnCpSize]] as const) {
+    if (v < 1) throw badArg(flag, `must be ≥ 1, got ${v}`);
+  }
+  if (a.memFractionStatic !== null && !(a.memFractionStatic > 0 && a.memFractionStatic < 1)) {
+    throw badArg('mem-fraction-static', `must be in (0, 1), got ${a.memFractionStatic}`);
+  }
+  if (a.contextLength !== null && a.contextLength < 1) throw badArg('context-length', `must be ≥ 1, got ${a.contextLength}`);
+  if (a.maxTotalTokens !== null && a.maxTotalTokens < 1) throw badArg('max-total-tokens', `must be ≥ 1, got ${a.maxTotalTokens}`);
+  if (a.maxRunningRequests !== null && a.maxRunningRequests < 1) throw badArg('max-running-requests', `must be ≥ 1, got ${a.maxRunningRequests}`);
+  if (a.maxPrefillTokens < 1) throw badArg('max-prefill-tokens', `must be ≥ 1, got ${a.maxPrefillTokens}`);
+  if (a.numThreads !== null && a.numThreads < 1) throw badArg('num-threads', `must be ≥ 1, got ${a.numThreads}`);
+  if (a.nodeRank < 0 || a.nodeRank >= a.nnodes) throw badArg('node-rank', `must be in [0, nnodes=${a.nnodes}), got ${a.nodeRank}`);
+  if (a.enableDpAttention && a.tpSize % a.dpSize !== 0) {
+    throw badArg('dp-size', `--enable-dp-attention needs tp_size % dp_size == 0, got ${a.tpSize} % ${a.dpSize} = ${a.tpSize % a.dpSize}`);
+  }
+  if (a.modelPath !== null) {
+    if (!existsSync(a.modelPath) || !statSync(a.modelPath).isDirectory()) {
+      throw badArg('model-path', `'${a.modelPath}' is not a local directory (tsglang has no model hub: pass a checkpoint directory, or omit --model-path for the embedded model)`);
+    }
+  }
+  if (a.tokenizerPath !== null && !existsSync(a.tokenizerPath)) throw badArg('tokenizer-path', `'${a.tokenizerPath}' does not exist`);
+  if (a.chatTemplate !== null && !existsSync(a.chatTemplate)) {
+    throw badArg('chat-template', `'${a.chatTemplate}' is not a file (tsglang takes a path to a Jinja template)`);
+  }
+  // features not built
+  if (a.tpSize > 1) notBuilt(`tensor parallelism (--tp-size ${a.tpSize}; this machine has ${machineCpus} CPU core(s) and tsglang runs tp_size = 1)`);
+  if (a.dpSize > 1) notBuilt(`data parallelism (--dp-size ${a.dpSize}${a.enableDpAttention ? ' with --enable-dp-attention' : ''})`);
+  if (a.epSize > 1) notBuilt(`expert parallelism (--ep-size ${a.epSize})`);
+  if (a.ppSize > 1) notBuilt(`pipeline parallelism (--pp-size ${a.ppSize})`);
+  if (a.nnodes > 1) notBuilt(`multi-node serving (--nnodes ${a.nnodes})`);
+  if (a.enablePrefillCp || a.attnCpSize > 1) notBuilt('prefill context parallelism (--enable-prefill-cp / --attn-cp-size)');
+  if (a.moeA2aBackend !== 'none') notBuilt(`MoE all-to-all backend '${a.moeA2aBackend}' (--moe-a2a-backend)`);
+  if (a.speculativeAlgorithm !== null) notBuilt(`speculative decoding (--speculative-algorithm ${a.speculativeAlgorithm})`);
+  for (const k of ['speculative-num-steps', 'speculative-eagle-topk', 'speculative-num-draft-tokens']) {
+    if (given.has(k) && a.speculativeAlgorithm === null) notBuilt(`speculative decoding (--${k} without --speculative-algorithm)`);
+  }
+  if (a.disaggregationMode !== 'null') notBuilt(`prefill/decode disaggregation (--disaggregation-mode ${a.disaggregationMode})`);
+  if (a.kvCacheDtype !== 'auto') notBuilt(`KV cache dtype '${a.kvCacheDtype}' (--kv-cache-dtype; only 'auto' = f32 on CPU is built)`);
+  if (a.quantization !== null && a.quantization !== 'fp8') notBuilt(`quantization '${a.quantization}' (--quantization; FP8 block-scaled checkpoints are built)`);
+  if (a.schedulePolicy !== 'fcfs' && a.schedulePolicy !== 'lpm') notBuilt(`schedule policy '${a.schedulePolicy}' (fcfs and lpm are built)`);
+  // accepted, with a notice
+  if (a.enableDpAttention && a.dpSize === 1) notices.push('--enable-dp-attention with dp_size = 1 is switched off (as SGLang does)');
+  for (const f of SERVER_FLAGS) {
+    if (!given.has(f.name)) continue;
+    if (f.help.includes(KERNEL_CHOICE) || f.name.startsWith('cuda-graph')) {
+      notices.push(`--${f.name} ${String(a[f.key])} selects a GPU kernel; tsglang runs its own CPU kernels, so it has no effect`);
+    }
+  }
+  if (given.has('disable-overlap-schedule')) notices.push('--disable-overlap-schedule: tsglang has no overlap scheduler; nothing to disable');
+  if (given.has('dist-init-addr') || given.has('dist-timeout')) notices.push('--dist-init-addr/--dist-timeout: single-node, single-rank serving; no distributed init happens');
+  if (given.has('revision')) notices.push('--revision: local checkpoint directories have no revisions; ignored');
+  if (given.has('dtype') && a.dtype !== 'auto') notices.push(`--dtype ${a.dtype}: the CPU engine computes in float32`);
+  if (given.has('watchdog-timeout')) notices.push('--watchdog-timeout: no watchdog in tsglang yet');
+  return { notices };
+}
+
+/** The effective served model name: --served-model-name, else --model-path, else the embedded model's name. */
+export function servedModelName(a: Readonly<ServerArgs>, resolvedModelPath: string): string {
+  return a.servedModelName ?? a.modelPath ?? resolvedModelPath;
+}
+
+/** Environment variables tsglang reads (only here). */
+export interface ServerEnv {
+  /** $HOME/.cache/tsglang, or $TSGLANG_CACHE_DIR. */
+  readonly cacheDir: string;
+}
+
+/**
+ * Reads tsglang's environment variables.
+ * @param env process.env or a test copy
+ */
+export function readServerEnv(env: NodeJS.ProcessEnv = process.env): ServerEnv {
+  const home = env.HOME ?? env.USERPROFILE ?? '.';
+  return { cacheDir: env.TSGLANG_CACHE_DIR ?? `${home}/.cache/tsglang` };
+}

@@ -1,0 +1,109 @@
+// Derives the per-component configuration slices from the frozen ServerArgs: each component's constructor
+// receives only its slice, never ServerArgs (layout-and-style.md §3.7). Pure functions, no I/O.
+import type { ServerArgs } from './server_args.js';
+
+/** What the HTTP server (server/) needs. */
+export interface HttpServerConfig {
+  readonly host: string;
+  readonly port: number;
+  readonly apiKey: string | null;
+  /** Name reported by /v1/models and used as the metrics label. */
+  readonly servedModelName: string;
+  readonly enableMetrics: boolean;
+  readonly enableCacheReport: boolean;
+  readonly logRequests: boolean;
+  readonly logRequestsLevel: number;
+  /** Jinja template file overriding the tokenizer's (--chat-template), or null. */
+  readonly chatTemplatePath: string | null;
+  readonly toolCallParser: string | null;
+  readonly reasoningParser: string | null;
+  readonly skipServerWarmup: boolean;
+  /** --sampling-defaults: 'model' takes unset params from generation_config.json, 'openai' does not. */
+  readonly samplingDefaults: string;
+  /** --preferred-sampling-params (snake_case as given), merged under /generate requests' sampling_params. */
+  readonly preferredSamplingParams: Readonly<Record<string, unknown>> | null;
+  readonly skipTokenizerInit: boolean;
+  readonly logLevel: string;
+}
+
+/** What the engine needs (structurally the engine's EngineOptions; config/ cannot import engine/). */
+export interface EngineSlice {
+  readonly modelPath: string;
+  readonly tokenizerPath?: string;
+  readonly contextLength: number | null;
+  readonly kvCacheDtype: string;
+  readonly memFractionStatic: number | null;
+  readonly maxTotalTokens: number | null;
+  readonly maxRunningRequests: number | null;
+  readonly maxPrefillTokens: number;
+  readonly chunkedPrefillSize: number | null;
+  readonly pageSize: number;
+  readonly schedulePolicy: 'fcfs' | 'lpm';
+  readonly scheduleConservativeness: number;
+  readonly disableRadixCache: boolean;
+  readonly enableMixedChunk: boolean;
+  readonly streamInterval: number;
+  readonly randomSeed: number | null;
+  readonly jsonModelOverrideArgs: Record<string, unknown>;
+  readonly allowAutoTruncate: boolean;
+  readonly skipTokenizerInit: boolean;
+  readonly numThreads?: number;
+  readonly logLevel: string;
+}
+
+/**
+ * The HTTP server's slice.
+ * @param a validated args
+ * @param servedModelName the resolved served name (see servedModelName())
+ */
+export function httpServerSlice(a: Readonly<ServerArgs>, servedModelName: string): HttpServerConfig {
+  return Object.freeze({
+    host: a.host,
+    port: a.port,
+    apiKey: a.apiKey,
+    servedModelName,
+    enableMetrics: a.enableMetrics,
+    enableCacheReport: a.enableCacheReport,
+    logRequests: a.logRequests,
+    logRequestsLevel: a.logRequestsLevel,
+    chatTemplatePath: a.chatTemplate,
+    toolCallParser: a.toolCallParser,
+    reasoningParser: a.reasoningParser,
+    skipServerWarmup: a.skipServerWarmup,
+    samplingDefaults: a.samplingDefaults,
+    preferredSamplingParams: a.preferredSamplingParams,
+    skipTokenizerInit: a.skipTokenizerInit,
+    logLevel: a.logLevelHttp ?? a.logLevel,
+  });
+}
+
+/**
+ * The engine's slice.
+ * @param a validated args (schedulePolicy already checked to be fcfs or lpm)
+ * @param modelPath the resolved checkpoint directory (the embedded model's when --model-path is absent)
+ */
+export function engineSlice(a: Readonly<ServerArgs>, modelPath: string): EngineSlice {
+  return Object.freeze({
+    modelPath,
+    ...(a.tokenizerPath !== null ? { tokenizerPath: a.tokenizerPath } : {}),
+    contextLength: a.contextLength,
+    kvCacheDtype: a.kvCacheDtype,
+    memFractionStatic: a.memFractionStatic,
+    maxTotalTokens: a.maxTotalTokens,
+    maxRunningRequests: a.maxRunningRequests,
+    maxPrefillTokens: a.maxPrefillTokens,
+    chunkedPrefillSize: a.chunkedPrefillSize,
+    pageSize: a.pageSize,
+    schedulePolicy: a.schedulePolicy === 'lpm' ? 'lpm' : 'fcfs',
+    scheduleConservativeness: a.scheduleConservativeness,
+    disableRadixCache: a.disableRadixCache,
+    enableMixedChunk: a.enableMixedChunk,
+    streamInterval: a.streamInterval,
+    randomSeed: a.randomSeed,
+    jsonModelOverrideArgs: a.jsonModelOverrideArgs,
+    allowAutoTruncate: a.allowAutoTruncate,
+    skipTokenizerInit: a.skipTokenizerInit,
+    ...(a.numThreads !== null ? { numThreads: a.numThreads } : {}),
+    logLevel: a.logLevel,
+  });
+}
