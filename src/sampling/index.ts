@@ -1,3 +1,4 @@
 // Public surface of sampling/ (see ARCHITECTURE.md for what it may import).
 export {};
 export * from './sampling_params.js';
+export * from './sampler.js';
