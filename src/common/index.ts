@@ -6,3 +6,4 @@ export * from './tensor.js';
 export * from './rng.js';
 export * from './logger.js';
 export * from './async_queue.js';
+export * from './py_json.js';

@@ -1,0 +1,70 @@
+// Shared bookkeeping of the tool-call detectors: the tool table, call indexes, name/argument items.
+// Each detector supplies `step`, which consumes as much of `buffer` as the text seen so far decides.
+// Source of the contract: python/sglang/srt/function_call/base_format_detector.py.
+
+import type { DetectorResult, ParserTool, ToolCallDetector } from './types.js';
+
+/** Options common to every detector. */
+export interface DetectorOptions {
+  /** Report calls of functions that are not in the request's tools (SGLANG_FORWARD_UNKNOWN_TOOLS); default false. */
+  forwardUnknownTools?: boolean;
+}
+
+/**
+ * Base class: buffers input, runs the subclass's `step`, and numbers calls 0, 1, 2, ….
+ * Chunk-invariance contract for subclasses: `step(out, eof=false)` consumes only text whose meaning no later
+ * input can change; `step(out, eof=true)` consumes the rest.
+ */
+export abstract class BaseToolCallDetector implements ToolCallDetector {
+  protected buffer = '';
+  private nextToolIndex = 0;
+  private producedCalls = false;
+  protected readonly toolsByName: Map<string, ParserTool>;
+
+  constructor(tools: readonly ParserTool[], protected readonly options: DetectorOptions = {}) {
+    this.toolsByName = new Map(tools.map((t) => [t.name, t]));
+  }
+
+  get hasToolCalls(): boolean {
+    return this.producedCalls;
+  }
+
+  push(text: string): DetectorResult {
+    this.buffer += text;
+    const out: DetectorResult = { normalText: '', calls: [] };
+    this.step(out, false);
+    return out;
+  }
+
+  finish(): DetectorResult {
+    const out: DetectorResult = { normalText: '', calls: [] };
+    this.step(out, true);
+    return out;
+  }
+
+  /** Consumes decided text from `this.buffer` into `out` (see class contract). */
+  protected abstract step(out: DetectorResult, eof: boolean): void;
+
+  /** True if calls to `name` are reported (a request tool, or unknown tools are forwarded). */
+  protected acceptsTool(name: string): boolean {
+    return this.toolsByName.has(name) || this.options.forwardUnknownTools === true;
+  }
+
+  /** JSON Schema `parameters` of tool `name` (undefined if unknown or absent). */
+  protected toolParameters(name: string): unknown {
+    return this.toolsByName.get(name)?.parameters;
+  }
+
+  /** Emits the name item of a new call and returns its index. */
+  protected startCall(out: DetectorResult, name: string): number {
+    const toolIndex = this.nextToolIndex++;
+    this.producedCalls = true;
+    out.calls.push({ toolIndex, name, parameters: '' });
+    return toolIndex;
+  }
+
+  /** Emits an argument fragment of call `toolIndex` (empty fragments are skipped). */
+  protected appendArguments(out: DetectorResult, toolIndex: number, fragment: string): void {
+    if (fragment) out.calls.push({ toolIndex, name: null, parameters: fragment });
+  }
+}
