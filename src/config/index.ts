@@ -2,3 +2,4 @@
 export {};
 export * from './server_args.js';
 export * from './slices.js';
+export * from './model_config.js';

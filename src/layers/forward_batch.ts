@@ -53,6 +53,8 @@ export interface ForwardBatch {
   readonly logitRows: Int32Array;
   /** If true the model also returns the final-norm hidden states of `logitRows` (MTP / EAGLE input). */
   readonly captureHiddenStates?: boolean;
+  /** If true the model also returns the routed experts of every token and MoE layer (debug / tests; added by A). */
+  readonly captureRoutedExperts?: boolean;
   /** KV storage this forward reads and writes. */
   readonly kvPool: KVPool;
 }
@@ -63,6 +65,11 @@ export interface ForwardOutput {
   readonly logits: Float32Array;
   /** [numLogitRows, hiddenSize] f32 final-norm hidden states, when batch.captureHiddenStates. */
   readonly hiddenStates?: Float32Array;
+  /**
+   * When batch.captureRoutedExperts: per decoder layer (index = layer id; null for a dense layer) the
+   * [numTokens, topK] i32 routed expert ids of every token row, in selection order.
+   */
+  readonly routedExperts?: readonly (Int32Array | null)[];
 }
 
 /** True for modes that carry several tokens per request (extend, mixed, draft_extend, target_verify). */

@@ -1,0 +1,117 @@
+// Loads a checkpoint directory into a model: config.json (+ overrides) → registry → expected tensors → validated,
+// tensor-by-tensor reads → Ops.prepareWeight (one copy per weight) → ModelDefinition.create. Progress on stderr
+// (a bar only on a TTY); every failure is a ModelLoadError naming the file and the tensor.
+import { join } from 'node:path';
+import cliProgress from 'cli-progress';
+import { ModelLoadError, SILENT_LOGGER, numel, toF32 } from '../common/index.js';
+import type { Logger } from '../common/index.js';
+import { loadModelConfig } from '../config/index.js';
+import type { ModelConfig } from '../config/index.js';
+import type { BlockScale, Ops } from '../kernels/index.js';
+import type { CausalLM, ModelDefinition } from './model_base.js';
+import { getModelDefinition } from './registry.js';
+import { Checkpoint, SAFETENSORS_INDEX } from './safetensors.js';
+import { WeightStore, scaleInvName } from './weights.js';
+import type { TensorSpec } from './weights.js';
+
+/** Options of loadModel / loadWeights. */
+export interface LoadOptions {
+  readonly ops: Ops;
+  /** `--json-model-override-args`: a JSON string or parsed object, merged over config.json (top-level keys). */
+  readonly overrides?: Record<string, unknown> | string;
+  /** Show a progress bar (default: only when stderr is a TTY). Never writes to stdout. */
+  readonly progress?: boolean;
+  readonly logger?: Logger;
+}
+
+/** A loaded model with the config and definition it came from. */
+export interface LoadedModel {
+  readonly model: CausalLM;
+  readonly config: ModelConfig;
+  readonly definition: ModelDefinition;
+}
+
+/**
+ * Loads `modelPath` (a local HF checkpoint directory).
+ * @throws ModelLoadError for a missing/bad config.json, an unsupported architecture, or any checkpoint problem
+ *   (missing shard, truncated file, bad header JSON, missing tensor, shape disagreeing with config.json)
+ */
+export function loadModel(modelPath: string, options: LoadOptions): LoadedModel {
+  const config = loadModelConfig(modelPath, options.overrides ?? {});
+  const definition = getModelDefinition(config);
+  const specs = definition.expectedTensors(config);
+  const ckpt = Checkpoint.open(modelPath);
+  try {
+    const weights = loadWeights(ckpt, specs, config, options);
+    const model = definition.create(config, weights, { ops: options.ops });
+    return { model, config, definition };
+  } finally {
+    ckpt.close();
+  }
+}
+
+/**
+ * Reads and validates every expected tensor, one at a time (positional reads; each stored buffer is handed to
+ * Ops.prepareWeight and then dropped, so at most one extra tensor is in flight). FP8 tensors are paired with their
+ * `weight_scale_inv`. Tensors the checkpoint holds beyond the specs (e.g. MTP layers) are ignored; optional specs
+ * absent from the checkpoint are skipped (check `weights.has(name)`).
+ * @throws ModelLoadError naming file and tensor for missing tensors/scales and shape mismatches
+ */
+export function loadWeights(ckpt: Checkpoint, specs: readonly TensorSpec[], config: ModelConfig, options: LoadOptions): WeightStore {
+  const logger = options.logger ?? SILENT_LOGGER;
+  const where = (name: string): string => ckpt.info(name)?.file ?? join(ckpt.dir, SAFETENSORS_INDEX);
+  // 1. validate all names and shapes before reading any data
+  const present = specs.filter((s) => !s.optional || ckpt.has(s.name));
+  for (const spec of present) {
+    const info = ckpt.info(spec.name);
+    if (!info) {
+      throw new ModelLoadError(`checkpoint ${ckpt.dir} is missing tensor '${spec.name}' (shape [${spec.shape.join(', ')}] expected from ${config.source})`, { file: ckpt.dir, tensor: spec.name });
+    }
+    if (!sameShape(info.shape, spec.shape)) {
+      throw new ModelLoadError(`${info.file}: tensor '${spec.name}' has shape [${info.shape.join(', ')}] but ${config.source} implies [${spec.shape.join(', ')}]`, { file: info.file, tensor: spec.name });
+    }
+    if (info.dtype === 'f8_e4m3') scaleFor(ckpt, spec, config, where, false);
+  }
+  // 2. read
+  const weights = new WeightStore();
+  const showBar = options.progress ?? process.stderr.isTTY === true;
+  const bar = showBar
+    ? new cliProgress.SingleBar({ stream: process.stderr, format: 'Loading safetensors checkpoint tensors: {percentage}% |{bar}| {value}/{total} [{duration_formatted}<{eta_formatted}]', hideCursor: true }, cliProgress.Presets.shades_classic)
+    : null;
+  bar?.start(present.length, 0);
+  const t0 = Date.now();
+  try {
+    for (const spec of present) {
+      const { info, bytes } = ckpt.read(spec.name);
+      const scale = info.dtype === 'f8_e4m3' ? scaleFor(ckpt, spec, config, where, true) : undefined;
+      weights.set(spec.name, options.ops.prepareWeight({ name: spec.name, dtype: info.dtype, shape: info.shape, bytes, scale }));
+      bar?.increment();
+    }
+  } finally {
+    bar?.stop();
+  }
+  logger.info(`Loaded ${present.length} tensors from ${ckpt.dir} in ${((Date.now() - t0) / 1000).toFixed(2)} s`);
+  return weights;
+}
+
+function sameShape(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((d, i) => d === b[i]);
+}
+
+/** Validates (and, when `read`, reads) the block scale of an FP8 tensor. */
+function scaleFor(ckpt: Checkpoint, spec: TensorSpec, config: ModelConfig, where: (n: string) => string, read: boolean): BlockScale | undefined {
+  const sName = scaleInvName(spec.name);
+  const file = where(spec.name);
+  if (spec.shape.length !== 2) throw new ModelLoadError(`${file}: tensor '${spec.name}' is F8_E4M3 but not 2-D`, { file, tensor: spec.name });
+  const sInfo = ckpt.info(sName);
+  if (!sInfo) throw new ModelLoadError(`${file}: FP8 tensor '${spec.name}' has no '${sName}' in checkpoint ${ckpt.dir}`, { file, tensor: sName });
+  const block = config.quantization?.weightBlockSize ?? [128, 128];
+  const [n, k] = spec.shape;
+  const want = [Math.ceil(n / block[0]), Math.ceil(k / block[1])];
+  if (!sameShape(sInfo.shape, want)) {
+    throw new ModelLoadError(`${sInfo.file}: tensor '${sName}' has shape [${sInfo.shape.join(', ')}], expected [${want.join(', ')}] for [${n}, ${k}] with weight_block_size [${block.join(', ')}]`, { file: sInfo.file, tensor: sName });
+  }
+  if (!read) return undefined;
+  const { bytes } = ckpt.read(sName);
+  return { data: toF32(bytes, sInfo.dtype, numel(sInfo.shape)), shape: [want[0], want[1]], blockSize: [block[0], block[1]] };
+}

@@ -1,0 +1,345 @@
+// MiniMaxM2ForCausalLM (MiniMax-M2 / M2.1 / M2.5 / M2.7): GQA attention with q/k RMSNorm over all heads, partial
+// NeoX RoPE, sigmoid-routed MoE with e_score_correction_bias (selection only), renormalized, no shared expert.
+// Math: model-spec.md §2.4; SGLang python/sglang/srt/models/minimax_m2.py.
+//
+// config.json fields read: architectures, hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads,
+// head_dim, rotary_dim (or partial_rotary_factor), rope_theta, rms_norm_eps, vocab_size, intermediate_size,
+// num_local_experts, num_experts_per_tok, scoring_func, use_routing_bias, use_qk_norm, qk_norm_type,
+// shared_intermediate_size, attn_type_list, routed_scaling_factor, tie_word_embeddings, quantization_config.
+import { InvalidRequestError, ModelLoadError } from '../common/index.js';
+import { configBool, configInt, configNumber, configString } from '../config/index.js';
+import type { ModelConfig } from '../config/index.js';
+import type { ExpertWeights, Ops } from '../kernels/index.js';
+import {
+  CpuAttentionBackend, FusedMoE, Linear, LogitsProcessor, ParallelLMHead, RMSNorm, RadixAttention, RotaryEmbedding,
+  VocabEmbedding, selectExperts,
+} from '../layers/index.js';
+import type { AttentionBackend, ForwardBatch, ForwardOutput, ScoringFunc } from '../layers/index.js';
+import type { KVPoolLayout } from '../mem_cache/index.js';
+import type { CausalLM, CreateModelOptions, ModelDefinition } from './model_base.js';
+import type { StoredAs, TensorSpec, WeightStore } from './weights.js';
+
+/** The sizes and switches of a MiniMax-M2 config, validated. */
+export interface MiniMaxM2Dims {
+  readonly hiddenSize: number;
+  readonly numLayers: number;
+  readonly numHeads: number;
+  readonly numKvHeads: number;
+  readonly headDim: number;
+  readonly rotaryDim: number;
+  readonly ropeTheta: number;
+  readonly rmsNormEps: number;
+  readonly vocabSize: number;
+  /** Per-expert FFN width (config intermediate_size). */
+  readonly intermediateSize: number;
+  readonly numExperts: number;
+  readonly topK: number;
+  readonly scoringFunc: ScoringFunc;
+  readonly useRoutingBias: boolean;
+  readonly useQkNorm: boolean;
+  readonly routedScalingFactor: number;
+  readonly tieWordEmbeddings: boolean;
+}
+
+/**
+ * Reads and validates the MiniMax-M2 fields of a config.
+ * @throws ModelLoadError naming config.json and the field for missing, inconsistent or unsupported values
+ */
+export function miniMaxM2Dims(cfg: ModelConfig): MiniMaxM2Dims {
+  const bad = (field: string, what: string): never => {
+    throw new ModelLoadError(`${cfg.source}: field '${field}' ${what}`, { file: cfg.source });
+  };
+  const headDim = cfg.headDim;
+  const partial = cfg.raw.partial_rotary_factor;
+  const rotaryDim = configInt(cfg, 'rotary_dim', typeof partial === 'number' ? Math.round(partial * headDim) : headDim);
+  if (rotaryDim % 2 !== 0 || rotaryDim > headDim || rotaryDim === 0) bad('rotary_dim', `must be even and in (0, head_dim=${headDim}], got ${rotaryDim}`);
+  if (cfg.numKeyValueHeads === 0 || cfg.numAttentionHeads % cfg.numKeyValueHeads !== 0) {
+    bad('num_key_value_heads', `(${cfg.numKeyValueHeads}) must divide num_attention_heads (${cfg.numAttentionHeads})`);
+  }
+  const numExperts = configInt(cfg, 'num_local_experts');
+  const topK = configInt(cfg, 'num_experts_per_tok');
+  if (topK < 1 || topK > numExperts) bad('num_experts_per_tok', `(${topK}) must be in [1, num_local_experts=${numExperts}]`);
+  const scoring = configString(cfg, 'scoring_func', 'sigmoid');
+  if (scoring !== 'sigmoid' && scoring !== 'softmax') bad('scoring_func', `'${scoring}' is not supported (sigmoid, softmax)`);
+  const useQkNorm = configBool(cfg, 'use_qk_norm', true);
+  const qkNormType = configString(cfg, 'qk_norm_type', 'per_layer');
+  if (useQkNorm && qkNormType !== 'per_layer') bad('qk_norm_type', `'${qkNormType}' is not supported (per_layer)`);
+  if (configInt(cfg, 'shared_intermediate_size', 0) !== 0) bad('shared_intermediate_size', 'must be 0: MiniMax-M2 has no shared expert');
+  const attnTypes = cfg.raw.attn_type_list;
+  if (Array.isArray(attnTypes) && attnTypes.some((t) => t !== 1)) bad('attn_type_list', 'must be all 1 (full attention); linear attention layers are not supported');
+  for (const [f, v] of [['hidden_size', cfg.hiddenSize], ['num_hidden_layers', cfg.numHiddenLayers], ['vocab_size', cfg.vocabSize], ['head_dim', headDim]] as const) {
+    if (v <= 0) bad(f, 'must be positive');
+  }
+  return {
+    hiddenSize: cfg.hiddenSize,
+    numLayers: cfg.numHiddenLayers,
+    numHeads: cfg.numAttentionHeads,
+    numKvHeads: cfg.numKeyValueHeads,
+    headDim,
+    rotaryDim,
+    ropeTheta: cfg.ropeTheta,
+    rmsNormEps: cfg.rmsNormEps,
+    vocabSize: cfg.vocabSize,
+    intermediateSize: configInt(cfg, 'intermediate_size'),
+    numExperts,
+    topK,
+    scoringFunc: scoring as ScoringFunc,
+    useRoutingBias: configBool(cfg, 'use_routing_bias', true),
+    useQkNorm,
+    routedScalingFactor: configNumber(cfg, 'routed_scaling_factor', 1),
+    tieWordEmbeddings: cfg.tieWordEmbeddings,
+  };
+}
+
+/**
+ * Every tensor of a MiniMax-M2 checkpoint (model-spec §2.3) with shapes from the config. Linears are FP8 in the
+ * released checkpoints (quantization_config fp8); gate and bias F32 here (any float dtype loads).
+ * @throws ModelLoadError for an invalid config (see miniMaxM2Dims)
+ */
+export function miniMaxM2Tensors(cfg: ModelConfig): TensorSpec[] {
+  const d = miniMaxM2Dims(cfg);
+  const lin: StoredAs = cfg.quantization?.quantMethod === 'fp8' ? 'fp8' : 'bf16';
+  const D = d.hiddenSize;
+  const specs: TensorSpec[] = [{ name: 'model.embed_tokens.weight', shape: [d.vocabSize, D], storedAs: 'bf16', init: 'embedding' }];
+  for (let i = 0; i < d.numLayers; i++) {
+    const p = `model.layers.${i}`;
+    specs.push(
+      { name: `${p}.input_layernorm.weight`, shape: [D], storedAs: 'bf16', init: 'norm' },
+      { name: `${p}.self_attn.q_proj.weight`, shape: [d.numHeads * d.headDim, D], storedAs: lin, init: 'linear' },
+      { name: `${p}.self_attn.k_proj.weight`, shape: [d.numKvHeads * d.headDim, D], storedAs: lin, init: 'linear' },
+      { name: `${p}.self_attn.v_proj.weight`, shape: [d.numKvHeads * d.headDim, D], storedAs: lin, init: 'linear' },
+      { name: `${p}.self_attn.o_proj.weight`, shape: [D, d.numHeads * d.headDim], storedAs: lin, init: 'linear' },
+    );
+    if (d.useQkNorm) {
+      specs.push(
+        { name: `${p}.self_attn.q_norm.weight`, shape: [d.numHeads * d.headDim], storedAs: 'bf16', init: 'norm' },
+        { name: `${p}.self_attn.k_norm.weight`, shape: [d.numKvHeads * d.headDim], storedAs: 'bf16', init: 'norm' },
+      );
+    }
+    specs.push(
+      { name: `${p}.post_attention_layernorm.weight`, shape: [D], storedAs: 'bf16', init: 'norm' },
+      { name: `${p}.block_sparse_moe.gate.weight`, shape: [d.numExperts, D], storedAs: 'f32', init: 'linear' },
+    );
+    if (d.useRoutingBias) specs.push({ name: `${p}.block_sparse_moe.e_score_correction_bias`, shape: [d.numExperts], storedAs: 'f32', init: 'router_bias' });
+    for (let e = 0; e < d.numExperts; e++) {
+      const q = `${p}.block_sparse_moe.experts.${e}`;
+      specs.push(
+        { name: `${q}.w1.weight`, shape: [d.intermediateSize, D], storedAs: lin, init: 'linear' },
+        { name: `${q}.w2.weight`, shape: [D, d.intermediateSize], storedAs: lin, init: 'linear' },
+        { name: `${q}.w3.weight`, shape: [d.intermediateSize, D], storedAs: lin, init: 'linear' },
+      );
+    }
+  }
+  specs.push({ name: 'model.norm.weight', shape: [D], storedAs: 'bf16', init: 'norm' });
+  if (!d.tieWordEmbeddings) specs.push({ name: 'lm_head.weight', shape: [d.vocabSize, D], storedAs: 'bf16', init: 'linear' });
+  return specs;
+}
+
+/** GQA attention with per-layer q/k RMSNorm over all heads and partial NeoX RoPE (model-spec §2.4). */
+class MiniMaxM2Attention {
+  private readonly qProj: Linear;
+  private readonly kProj: Linear;
+  private readonly vProj: Linear;
+  private readonly oProj: Linear;
+  private readonly qNorm: RMSNorm | null;
+  private readonly kNorm: RMSNorm | null;
+  private readonly attn: RadixAttention;
+
+  constructor(layerId: number, private readonly d: MiniMaxM2Dims, w: WeightStore, private readonly rotary: RotaryEmbedding, ops: Ops) {
+    const p = `model.layers.${layerId}.self_attn`;
+    this.qProj = new Linear(w.get(`${p}.q_proj.weight`), ops);
+    this.kProj = new Linear(w.get(`${p}.k_proj.weight`), ops);
+    this.vProj = new Linear(w.get(`${p}.v_proj.weight`), ops);
+    this.oProj = new Linear(w.get(`${p}.o_proj.weight`), ops);
+    this.qNorm = d.useQkNorm ? new RMSNorm(w.f32(`${p}.q_norm.weight`), d.rmsNormEps, ops) : null;
+    this.kNorm = d.useQkNorm ? new RMSNorm(w.f32(`${p}.k_norm.weight`), d.rmsNormEps, ops) : null;
+    this.attn = new RadixAttention(layerId, d.numHeads, d.numKvHeads, d.headDim, d.headDim, 1 / Math.sqrt(d.headDim));
+  }
+
+  /**
+   * @param x [numTokens, hiddenSize] f32 (after input_layernorm)
+   * @returns [numTokens, hiddenSize] f32
+   */
+  forward(x: Float32Array, batch: ForwardBatch, backend: AttentionBackend): Float32Array {
+    const T = batch.numTokens;
+    const { numHeads, numKvHeads, headDim } = this.d;
+    let q = this.qProj.forward(x, T); // [T, Hq·hd]
+    let k = this.kProj.forward(x, T); // [T, Hkv·hd]
+    const v = this.vProj.forward(x, T); // [T, Hkv·hd]
+    if (this.qNorm && this.kNorm) {
+      q = this.qNorm.forward(q, T); // one RMS over all Hq·hd values of the token
+      k = this.kNorm.forward(k, T);
+    }
+    this.rotary.apply(q, T, batch.positions, { numHeads, headDim });
+    this.rotary.apply(k, T, batch.positions, { numHeads: numKvHeads, headDim });
+    const o = this.attn.forward(q, k, v, batch, backend); // [T, Hq·hd]
+    return this.oProj.forward(o, T);
+  }
+}
+
+/** Sigmoid-routed MoE, bias for selection only, renormalized, no shared expert (model-spec §2.4 MoE). */
+class MiniMaxM2SparseMoe {
+  private readonly gate: Linear;
+  private readonly bias: Float32Array | null;
+  private readonly experts: FusedMoE;
+
+  constructor(layerId: number, private readonly d: MiniMaxM2Dims, w: WeightStore, private readonly ops: Ops) {
+    const p = `model.layers.${layerId}.block_sparse_moe`;
+    this.gate = new Linear(w.get(`${p}.gate.weight`), ops);
+    this.bias = d.useRoutingBias ? w.f32(`${p}.e_score_correction_bias`) : null;
+    const experts: ExpertWeights[] = [];
+    for (let e = 0; e < d.numExperts; e++) {
+      experts.push({ gate: w.get(`${p}.experts.${e}.w1.weight`), up: w.get(`${p}.experts.${e}.w3.weight`), down: w.get(`${p}.experts.${e}.w2.weight`) });
+    }
+    this.experts = new FusedMoE(experts, d.hiddenSize, ops);
+  }
+
+  /**
+   * @param x [numTokens, hiddenSize] f32 (after post_attention_layernorm)
+   * @returns out [numTokens, hiddenSize] f32 and the routed expert ids [numTokens, topK] i32
+   */
+  forward(x: Float32Array, numTokens: number): { out: Float32Array; topKIds: Int32Array } {
+    const logits = this.gate.forward(x, numTokens); // [T, E] f32 router logits
+    const { topKIds, topKWeights } = selectExperts(logits, numTokens, this.d.numExperts, {
+      topK: this.d.topK,
+      scoringFunc: this.d.scoringFunc,
+      correctionBias: this.bias,
+      renormalize: true,
+      routedScalingFactor: this.d.routedScalingFactor,
+    }, this.ops);
+    return { out: this.experts.forward(x, numTokens, topKIds, topKWeights, this.d.topK), topKIds };
+  }
+}
+
+/** One decoder layer: x += Attn(RMSNorm(x)); x += MoE(RMSNorm(x)). */
+class MiniMaxM2DecoderLayer {
+  readonly inputLayernorm: RMSNorm;
+  readonly selfAttn: MiniMaxM2Attention;
+  readonly postAttentionLayernorm: RMSNorm;
+  readonly blockSparseMoe: MiniMaxM2SparseMoe;
+
+  constructor(layerId: number, d: MiniMaxM2Dims, w: WeightStore, rotary: RotaryEmbedding, ops: Ops) {
+    const p = `model.layers.${layerId}`;
+    this.inputLayernorm = new RMSNorm(w.f32(`${p}.input_layernorm.weight`), d.rmsNormEps, ops);
+    this.selfAttn = new MiniMaxM2Attention(layerId, d, w, rotary, ops);
+    this.postAttentionLayernorm = new RMSNorm(w.f32(`${p}.post_attention_layernorm.weight`), d.rmsNormEps, ops);
+    this.blockSparseMoe = new MiniMaxM2SparseMoe(layerId, d, w, ops);
+  }
+}
+
+/** The MiniMax-M2 causal LM over the paged KV cache (buffers 'k' and 'v', width numKvHeads·headDim, per layer). */
+export class MiniMaxM2ForCausalLM implements CausalLM {
+  readonly dims: MiniMaxM2Dims;
+  private readonly ops: Ops;
+  private readonly embedTokens: VocabEmbedding;
+  private readonly layers: MiniMaxM2DecoderLayer[] = [];
+  private readonly norm: RMSNorm;
+  private readonly lmHead: ParallelLMHead;
+  private readonly logitsProcessor: LogitsProcessor;
+  private readonly backend: AttentionBackend;
+
+  /**
+   * @param weights every tensor of miniMaxM2Tensors(config), loaded
+   * @param backend attention backend (default: CpuAttentionBackend over the same ops)
+   * @throws ModelLoadError for an invalid config or a missing weight
+   */
+  constructor(readonly config: ModelConfig, weights: WeightStore, ops: Ops, backend?: AttentionBackend) {
+    this.dims = miniMaxM2Dims(config);
+    this.ops = ops;
+    const d = this.dims;
+    this.embedTokens = new VocabEmbedding(weights.get('model.embed_tokens.weight'), ops);
+    const rotary = RotaryEmbedding.standard(d.rotaryDim, d.ropeTheta, 'neox', ops);
+    for (let i = 0; i < d.numLayers; i++) this.layers.push(new MiniMaxM2DecoderLayer(i, d, weights, rotary, ops));
+    this.norm = new RMSNorm(weights.f32('model.norm.weight'), d.rmsNormEps, ops);
+    this.lmHead = new ParallelLMHead(weights.get(d.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight'), ops);
+    this.logitsProcessor = new LogitsProcessor(d.hiddenSize);
+    this.backend = backend ?? new CpuAttentionBackend(ops);
+  }
+
+  kvPoolLayout(): KVPoolLayout {
+    const width = this.dims.numKvHeads * this.dims.headDim;
+    return { numLayers: this.dims.numLayers, buffers: [{ name: 'k', width }, { name: 'v', width }] };
+  }
+
+  /**
+   * One step over a flat batch (extend, decode or mixed: every row is handled by the same per-token rule).
+   * @returns logits [numLogitRows, vocabSize] f32 (+ hidden states / routed experts when asked)
+   * @throws InvalidRequestError for a token id outside the vocabulary
+   */
+  forward(batch: ForwardBatch): ForwardOutput {
+    const T = batch.numTokens;
+    const V = this.dims.vocabSize;
+    for (let t = 0; t < T; t++) {
+      const id = batch.inputIds[t];
+      if (id < 0 || id >= V) throw new InvalidRequestError(`input id ${id} at row ${t} is outside the vocabulary [0, ${V})`, 'input_ids');
+    }
+    this.backend.initForwardMetadata(batch);
+    const routed: Int32Array[] | undefined = batch.captureRoutedExperts ? [] : undefined;
+    const h = this.embedTokens.forward(batch.inputIds); // [T, D] residual stream
+    for (const layer of this.layers) {
+      const a = layer.inputLayernorm.forward(h, T);
+      this.ops.add(h, layer.selfAttn.forward(a, batch, this.backend), h);
+      const m = layer.postAttentionLayernorm.forward(h, T);
+      const { out, topKIds } = layer.blockSparseMoe.forward(m, T);
+      this.ops.add(h, out, h);
+      routed?.push(topKIds);
+    }
+    const res = this.logitsProcessor.forward(h, batch, this.lmHead, this.norm);
+    return routed ? { ...res, routedExperts: routed } : res;
+  }
+}
+
+/** config.json for `make-tiny --arch minimax-m2` (every released field, sizes shrunk; model-spec §2.1). */
+function tinyConfig(preset: string): Record<string, unknown> {
+  if (preset !== 'tiny') throw new InvalidRequestError(`unknown --preset '${preset}' for minimax-m2 (known: tiny)`, 'preset');
+  return {
+    architectures: ['MiniMaxM2ForCausalLM'],
+    attn_type_list: [1, 1],
+    auto_map: { AutoConfig: 'configuration_minimax_m2.MiniMaxM2Config', AutoModelForCausalLM: 'modeling_minimax_m2.MiniMaxM2ForCausalLM' },
+    bos_token_id: 1,
+    eos_token_id: 2,
+    head_dim: 40,
+    hidden_act: 'silu',
+    hidden_size: 160,
+    intermediate_size: 80,
+    max_position_embeddings: 196608,
+    model_type: 'minimax_m2',
+    mtp_transformer_layers: 1,
+    num_attention_heads: 6,
+    num_experts_per_tok: 3,
+    num_hidden_layers: 2,
+    num_key_value_heads: 2,
+    num_local_experts: 12,
+    num_mtp_modules: 3,
+    output_router_logits: false,
+    qk_norm_type: 'per_layer',
+    quantization_config: {
+      activation_scheme: 'dynamic', fmt: 'float8_e4m3fn', quant_method: 'fp8', weight_block_size: [128, 128],
+      modules_to_not_convert: ['gate', 'e_score_correction_bias', 'lm_head'],
+    },
+    rms_norm_eps: 1e-6,
+    rope_theta: 5000000,
+    rotary_dim: 20,
+    router_aux_loss_coef: 0.001,
+    router_jitter_noise: 0.0,
+    scoring_func: 'sigmoid',
+    shared_intermediate_size: 0,
+    tie_word_embeddings: false,
+    torch_dtype: 'bfloat16',
+    transformers_version: '4.46.1',
+    use_cache: true,
+    use_mtp: true,
+    use_qk_norm: true,
+    use_routing_bias: true,
+    vocab_size: 512,
+  };
+}
+
+/** Registry entry of MiniMaxM2ForCausalLM. */
+export const MINIMAX_M2_DEFINITION: ModelDefinition = {
+  architectures: ['MiniMaxM2ForCausalLM'],
+  tinyArchNames: ['minimax-m2'],
+  expectedTensors: miniMaxM2Tensors,
+  create: (config: ModelConfig, weights: WeightStore, options: CreateModelOptions) => new MiniMaxM2ForCausalLM(config, weights, options.ops),
+  tinyConfig,
+};

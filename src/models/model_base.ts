@@ -1,0 +1,47 @@
+// The contract every model class implements (CausalLM) and how it is described to the registry, the loader
+// and tiny_weights (ModelDefinition). Knows no concrete model.
+import type { ModelConfig } from '../config/index.js';
+import type { Ops } from '../kernels/index.js';
+import type { ForwardBatch, ForwardOutput } from '../layers/index.js';
+import type { KVPoolLayout } from '../mem_cache/index.js';
+import type { TensorSpec, WeightStore } from './weights.js';
+
+/**
+ * A constructed model with its weights. `forward` runs one step over a flat multi-request batch (any ForwardMode),
+ * writes every token's K/V at `batch.outCacheLoc` in `batch.kvPool` (built from `kvPoolLayout()`), and returns the
+ * logits of `batch.logitRows`. Batch invariant: a row's outputs do not depend on the other rows.
+ */
+export interface CausalLM {
+  readonly config: ModelConfig;
+  /** KV pool buffers per layer this model reads and writes. */
+  kvPoolLayout(): KVPoolLayout;
+  /**
+   * @throws InternalError on inconsistent batch geometry (a caller bug)
+   */
+  forward(batch: ForwardBatch): ForwardOutput;
+}
+
+/** Options for `ModelDefinition.create`. */
+export interface CreateModelOptions {
+  readonly ops: Ops;
+}
+
+/** Everything the registry knows about one architecture. */
+export interface ModelDefinition {
+  /** HF `architectures` values handled (first one is the canonical name). */
+  readonly architectures: readonly string[];
+  /** Names accepted by `tsglang make-tiny --arch` (e.g. 'minimax-m2'). */
+  readonly tinyArchNames: readonly string[];
+  /**
+   * Every tensor the checkpoint must hold, with shapes from the config. Validates the config fields it reads.
+   * @throws ModelLoadError naming config.json and the field for an unsupported or inconsistent config
+   */
+  expectedTensors(config: ModelConfig): TensorSpec[];
+  /** Builds the model from loaded weights (all of expectedTensors present and shape-checked). */
+  create(config: ModelConfig, weights: WeightStore, options: CreateModelOptions): CausalLM;
+  /**
+   * A config.json object (real field names, shrunk sizes) for make-tiny.
+   * @throws InvalidRequestError for an unknown preset
+   */
+  tinyConfig(preset: string): Record<string, unknown>;
+}
