@@ -1,2 +1,11 @@
 // Public surface of bench/ (see ARCHITECTURE.md for what it may import).
-export {};
+export * from './py_random.js';
+export * from './py_format.js';
+export * from './argparse.js';
+export * from './bench_tokenizer.js';
+export * from './datasets.js';
+export * from './http_client.js';
+export * from './download.js';
+export * from './request_funcs.js';
+export * from './metrics.js';
+export * from './bench_serving.js';
