@@ -1,0 +1,171 @@
+// `tsglang logits`: the model bring-up tool. Loads a checkpoint, runs a prompt of raw token ids, prints exactly one
+// JSON object on stdout: {"logits": {"<position>": [vocabSize floats]}, "greedy": [ids]} ("greedy" only with --greedy).
+// Logs and the progress bar go to stderr.
+import { parseArgs } from 'node:util';
+import { InvalidRequestError, Logger, TsglangError } from '../common/index.js';
+import { createCpuOps } from '../kernels/index.js';
+import { SimpleBatchContext } from '../layers/index.js';
+import { KVPool } from '../mem_cache/index.js';
+import { loadModel } from '../models/index.js';
+import type { CausalLM } from '../models/index.js';
+
+const USAGE = `usage: tsglang logits --model-path DIR --input-ids 3,17,42 [--positions last|all|0,5,9] [--greedy N]
+                      [--json-model-override-args JSON]
+
+  --model-path DIR                  local Hugging Face checkpoint directory (config.json + safetensors)
+  --input-ids IDS                   comma-separated token ids, used as given (no BOS added)
+  --positions last|all|LIST         prompt positions whose logits are printed (default: last)
+  --greedy N                        also decode N tokens greedily through the KV cache (no EOS stop)
+  --json-model-override-args JSON   JSON object merged over config.json (top-level keys)
+`;
+
+/** Parsed flags of `tsglang logits`. */
+export interface LogitsArgs {
+  readonly modelPath: string;
+  readonly inputIds: number[];
+  /** 'last', 'all' or explicit positions. */
+  readonly positions: 'last' | 'all' | number[];
+  readonly greedy: number | null;
+  readonly overrideArgs: string | undefined;
+}
+
+/**
+ * Parses argv of `tsglang logits`.
+ * @throws InvalidRequestError naming the flag for a missing or malformed value
+ */
+export function parseLogitsArgs(argv: string[]): LogitsArgs {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        'model-path': { type: 'string' },
+        'input-ids': { type: 'string' },
+        positions: { type: 'string', default: 'last' },
+        greedy: { type: 'string' },
+        'json-model-override-args': { type: 'string' },
+      },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (err) {
+    throw new InvalidRequestError((err as Error).message);
+  }
+  const modelPath = values['model-path'];
+  if (typeof modelPath !== 'string' || modelPath === '') throw new InvalidRequestError('--model-path is required', 'model-path');
+  const idsText = values['input-ids'];
+  if (typeof idsText !== 'string' || idsText.trim() === '') throw new InvalidRequestError('--input-ids is required (e.g. 3,17,42)', 'input-ids');
+  const inputIds = parseIntList(idsText, '--input-ids');
+  const posText = String(values.positions);
+  const positions = posText === 'last' || posText === 'all' ? posText : parseIntList(posText, '--positions');
+  if (Array.isArray(positions)) {
+    for (const p of positions) {
+      if (p >= inputIds.length) throw new InvalidRequestError(`--positions: ${p} is outside the prompt (length ${inputIds.length})`, 'positions');
+    }
+  }
+  let greedy: number | null = null;
+  if (values.greedy !== undefined) {
+    const g = String(values.greedy);
+    if (!/^\d+$/.test(g)) throw new InvalidRequestError(`--greedy must be a non-negative integer, got '${g}'`, 'greedy');
+    greedy = Number(g);
+  }
+  const ov = values['json-model-override-args'];
+  return { modelPath, inputIds, positions, greedy, overrideArgs: typeof ov === 'string' ? ov : undefined };
+}
+
+function parseIntList(text: string, flag: string): number[] {
+  const parts = text.split(',').map((s) => s.trim());
+  const out: number[] = [];
+  for (const p of parts) {
+    if (!/^\d+$/.test(p)) throw new InvalidRequestError(`${flag}: '${p}' is not a non-negative integer`, flag.slice(2));
+    out.push(Number(p));
+  }
+  return out;
+}
+
+/** Index of the largest value (lowest index on ties). @param row [V] f32 */
+export function argmax(row: Float32Array): number {
+  let best = 0;
+  for (let i = 1; i < row.length; i++) if (row[i] > row[best]) best = i;
+  return best;
+}
+
+/** Result of computeLogits. */
+export interface LogitsResult {
+  /** position → [vocabSize] logits. */
+  readonly logits: Map<number, Float32Array>;
+  /** Greedy continuation (absent without --greedy). */
+  readonly greedy?: number[];
+}
+
+/**
+ * Runs the prompt as one extend (logits of the wanted positions), then `greedy` tokens one decode at a time.
+ * @throws InvalidRequestError for a token id outside the vocabulary
+ */
+export function computeLogits(model: CausalLM, inputIds: readonly number[], positions: 'last' | 'all' | readonly number[], greedy: number | null): LogitsResult {
+  const V = model.config.vocabSize;
+  inputIds.forEach((id, i) => {
+    if (id >= V) throw new InvalidRequestError(`--input-ids: id ${id} at position ${i} is outside the vocabulary [0, ${V})`, 'input-ids');
+  });
+  const n = inputIds.length;
+  const wanted = positions === 'last' ? [n - 1] : positions === 'all' ? [...Array(n).keys()] : [...positions];
+  const rows = [...new Set([...wanted, n - 1])].sort((a, b) => a - b);
+  const maxLen = n + Math.max(0, greedy ?? 0);
+  const ctx = new SimpleBatchContext(new KVPool(model.kvPoolLayout(), maxLen + 1), 1, maxLen);
+  const req = ctx.addReq();
+  const batch = ctx.makeBatch([{ req, inputIds }], { logits: 'all' });
+  const prefill = model.forward({ ...batch, logitRows: Int32Array.from(rows) });
+  const row = (i: number): Float32Array => prefill.logits.slice(i * V, (i + 1) * V);
+  const logits = new Map<number, Float32Array>();
+  for (const p of wanted) logits.set(p, row(rows.indexOf(p)));
+  if (greedy === null) return { logits };
+  const tokens: number[] = [];
+  let last = row(rows.indexOf(n - 1));
+  for (let i = 0; i < greedy; i++) {
+    const tok = argmax(last);
+    tokens.push(tok);
+    if (i === greedy - 1) break;
+    last = model.forward(ctx.makeBatch([{ req, inputIds: [tok] }])).logits;
+  }
+  return { logits, greedy: tokens };
+}
+
+/** JSON text of a LogitsResult: {"logits": {"<pos>": [...]}, "greedy": [...]} (floats as shortest round-trip of f32). */
+export function formatLogitsJson(res: LogitsResult): string {
+  const parts: string[] = [];
+  for (const [p, l] of [...res.logits].sort((a, b) => a[0] - b[0])) parts.push(`${JSON.stringify(String(p))}:[${Array.from(l, (x) => (Number.isFinite(x) ? String(x) : 'null')).join(',')}]`);
+  let s = `{"logits":{${parts.join(',')}}`;
+  if (res.greedy) s += `,"greedy":${JSON.stringify(res.greedy)}`;
+  return s + '}';
+}
+
+/**
+ * Entry of `tsglang logits`.
+ * @returns 0 on success, 2 on a usage error, 1 on a load or runtime error (message on stderr)
+ */
+export async function run(argv: string[]): Promise<number> {
+  if (argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  let args: LogitsArgs;
+  try {
+    args = parseLogitsArgs(argv);
+  } catch (err) {
+    process.stderr.write(`tsglang logits: ${(err as Error).message}\n\n${USAGE}`);
+    return 2;
+  }
+  try {
+    const logger = new Logger('info');
+    const { model } = loadModel(args.modelPath, { ops: createCpuOps(), overrides: args.overrideArgs ?? {}, logger });
+    const res = computeLogits(model, args.inputIds, args.positions, args.greedy);
+    process.stdout.write(formatLogitsJson(res) + '\n');
+    return 0;
+  } catch (err) {
+    if (err instanceof TsglangError) {
+      process.stderr.write(`tsglang logits: ${err.name}: ${err.message}\n`);
+      return err instanceof InvalidRequestError ? 2 : 1;
+    }
+    throw err;
+  }
+}
