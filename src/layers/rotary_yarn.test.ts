@@ -1,9 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Rng } from '../common/index.js';
-import {
-  applyRotaryPairs, deepseekRotaryTable, deepseekSoftmaxScale, rotaryCosSin, yarnCorrectionRange, yarnGetMscale, yarnInvFreq,
-} from './rotary_yarn.js';
+import { createCpuOps } from '../kernels/index.js';
+import { deepseekRopeParams, deepseekRotaryTable, deepseekSoftmaxScale, yarnCorrectionRange, yarnGetMscale, yarnInvFreq } from './rotary_yarn.js';
 import type { YarnScaling } from './rotary_yarn.js';
 
 const V32: YarnScaling = { factor: 40, originalMaxPositionEmbeddings: 4096, betaFast: 32, betaSlow: 1, mscale: 1, mscaleAllDim: 1 };
@@ -38,34 +37,23 @@ test('mscale and softmax scale: 0.13523378 for V3.2, cos/sin multiplier 1, no co
   close(t.cosSinScale, yarnGetMscale(40, 0.707) / yarnGetMscale(40, 1), 1e-6, 'cos/sin scale');
 });
 
-test('interleaved rotates pairs (2j, 2j+1), neox rotates pairs (j, j+d/2), only inside [offset, offset+d)', () => {
-  const table = deepseekRotaryTable(4, 10000, null); // invFreq = [1, 0.01]
-  const { cos, sin } = rotaryCosSin(table, Int32Array.of(1));
-  const x0 = Float32Array.of(9, 1, 2, 3, 4, 9);
-  const inter = x0.slice();
-  applyRotaryPairs(inter, 1, 1, 6, 1, 4, cos, sin, 'interleaved');
-  const c0 = Math.cos(1), s0 = Math.sin(1), c1 = Math.cos(0.01), s1 = Math.sin(0.01);
-  const expI = [9, 1 * c0 - 2 * s0, 2 * c0 + 1 * s0, 3 * c1 - 4 * s1, 4 * c1 + 3 * s1, 9];
-  expI.forEach((v, i) => close(inter[i] + 10, v + 10, 1e-6, `interleaved[${i}]`));
-  const neox = x0.slice();
-  applyRotaryPairs(neox, 1, 1, 6, 1, 4, cos, sin, 'neox');
-  const expN = [9, 1 * c0 - 3 * s0, 2 * c1 - 4 * s1, 3 * c0 + 1 * s0, 4 * c1 + 2 * s1, 9];
-  expN.forEach((v, i) => close(neox[i] + 10, v + 10, 1e-6, `neox[${i}]`));
-});
-
-test('both layouts keep norms and make q·k depend only on the position difference', () => {
+test('DeepSeek rope params: MLA interleaved and indexer NeoX keep norms; q·k depends only on the position gap', () => {
+  const ops = createCpuOps();
   const rng = new Rng(3);
-  const table = deepseekRotaryTable(16, 10000, { ...V32, mscale: 1, mscaleAllDim: 1 });
+  const table = deepseekRotaryTable(16, 10000, V32);
   for (const style of ['interleaved', 'neox'] as const) {
-    const q = Float32Array.from({ length: 16 }, () => rng.nextGaussian());
-    const k = Float32Array.from({ length: 16 }, () => rng.nextGaussian());
+    const params = deepseekRopeParams(table, style);
+    assert.equal(params.style, style);
+    // one head of width 20 with the rotated slice at offset 4 (like MLA's [nope | rope] q heads)
+    const q = Float32Array.from({ length: 20 }, () => rng.nextGaussian());
+    const k = Float32Array.from({ length: 20 }, () => rng.nextGaussian());
     const dotAt = (pq: number, pk: number): number => {
       const a = q.slice(), b = k.slice();
-      const cq = rotaryCosSin(table, Int32Array.of(pq)), ck = rotaryCosSin(table, Int32Array.of(pk));
-      applyRotaryPairs(a, 1, 1, 16, 0, 16, cq.cos, cq.sin, style);
-      applyRotaryPairs(b, 1, 1, 16, 0, 16, ck.cos, ck.sin, style);
-      let n = 0, d = 0, n0 = 0;
-      for (let i = 0; i < 16; i++) { d += a[i] * b[i]; n += a[i] * a[i]; n0 += q[i] * q[i]; }
+      ops.rope(a, 1, Int32Array.of(pq), { numHeads: 1, headDim: 20, offset: 4 }, params);
+      ops.rope(b, 1, Int32Array.of(pk), { numHeads: 1, headDim: 20, offset: 4 }, params);
+      assert.deepEqual(a.subarray(0, 4), q.subarray(0, 4));
+      let d = 0, n = 0, n0 = 0;
+      for (let i = 0; i < 20; i++) { d += a[i] * b[i]; n += a[i] * a[i]; n0 += q[i] * q[i]; }
       close(n, n0, 1e-5, `${style} norm`);
       return d;
     };

@@ -1,11 +1,13 @@
 // DeepSeek YaRN RoPE ("deepseek_yarn"): the inv_freq table, the cos/sin multiplier (mscale), the attention
 // softmax-scale correction, and the two rotation layouts (GPT-J interleaved for MLA, NeoX half-split for the
-// DSA indexer). Pure maths on typed arrays; knows nothing of checkpoints or batches.
+// DSA indexer, applied by Ops.rope). Pure maths; knows nothing of checkpoints or batches.
 //
 // Formulas: model-spec.md §1.5, §3.4, §3.5; upstream python/sglang/srt/layers/rotary_embedding.py
 // (DeepseekScalingRotaryEmbedding, _yarn_find_correction_range, _yarn_linear_ramp_mask, yarn_get_mscale) and
 // python/sglang/srt/models/deepseek_v2.py (softmax scale), YaRN paper (Peng et al. 2023, arXiv:2309.00071).
 import { ModelLoadError } from '../common/index.js';
+import { ropeInvFreq } from '../kernels/index.js';
+import type { RopeParams, RopeStyle } from '../kernels/index.js';
 
 /** HF `rope_scaling` of type "yarn" / "deepseek_yarn" (DeepSeek config.json field names, camelCased). */
 export interface YarnScaling {
@@ -32,9 +34,6 @@ export interface RotaryTable {
   /** Multiplier applied to cos and sin (YaRN `mscale`; 1 for plain RoPE). */
   readonly cosSinScale: number;
 }
-
-/** Which pairs a rotation mixes (model-spec.md §1.5). */
-export type RotaryStyle = 'interleaved' | 'neox';
 
 /**
  * YaRN attention-temperature factor: `0.1·m·ln(s) + 1` for s > 1, else 1.
@@ -90,26 +89,13 @@ export function yarnInvFreq(rotaryDim: number, base: number, scaling: YarnScalin
 }
 
 /**
- * Plain RoPE inverse frequencies `1/base^(2j/d)` (no scaling), f32.
- * @returns [d/2] f32
- * @throws ModelLoadError when rotaryDim is not a positive even number
- */
-export function plainInvFreq(rotaryDim: number, base: number): Float32Array {
-  checkRotaryDim(rotaryDim);
-  const f = Math.fround;
-  const out = new Float32Array(rotaryDim / 2);
-  for (let j = 0; j < out.length; j++) out[j] = f(1 / f(Math.pow(base, f(f(2 * j) / rotaryDim))));
-  return out;
-}
-
-/**
  * The rotary table DeepSeek uses for both MLA and the indexer: YaRN when `scaling` is given (cos/sin scaled by
  * `yarnGetMscale(s, mscale) / yarnGetMscale(s, mscaleAllDim)`), plain RoPE otherwise.
  * Source: sglang DeepseekScalingRotaryEmbedding (`_compute_cos_sin_cache`).
  * @throws ModelLoadError on a bad rotary dim
  */
 export function deepseekRotaryTable(rotaryDim: number, base: number, scaling: YarnScaling | null): RotaryTable {
-  if (scaling === null) return { invFreq: plainInvFreq(rotaryDim, base), rotaryDim, cosSinScale: 1 };
+  if (scaling === null) return { invFreq: (checkRotaryDim(rotaryDim), ropeInvFreq(base, rotaryDim)), rotaryDim, cosSinScale: 1 };
   const cosSinScale = yarnGetMscale(scaling.factor, scaling.mscale) / yarnGetMscale(scaling.factor, scaling.mscaleAllDim);
   return { invFreq: yarnInvFreq(rotaryDim, base, scaling), rotaryDim, cosSinScale: Math.fround(cosSinScale) };
 }
@@ -129,54 +115,11 @@ export function deepseekSoftmaxScale(qkHeadDim: number, scaling: YarnScaling | n
 }
 
 /**
- * cos and sin of every (token, pair): `θ = f32(pos·invFreq_j)`, then `cos(θ)·cosSinScale`, `sin(θ)·cosSinScale`.
- * @param positions [numTokens] i32 absolute positions
- * @returns cos, sin: [numTokens, rotaryDim/2] f32 each
+ * The kernel-level rope parameters of a DeepSeek rotary table in a given layout: `interleaved` for MLA q_rope/k_rope,
+ * `neox` for the DSA indexer (model-spec.md §3.4 step 6). Apply with `Ops.rope`.
  */
-export function rotaryCosSin(table: RotaryTable, positions: Int32Array): { cos: Float32Array; sin: Float32Array } {
-  const half = table.rotaryDim / 2;
-  const cos = new Float32Array(positions.length * half);
-  const sin = new Float32Array(positions.length * half);
-  for (let t = 0; t < positions.length; t++) {
-    for (let j = 0; j < half; j++) {
-      const theta = Math.fround(positions[t] * table.invFreq[j]);
-      cos[t * half + j] = Math.fround(Math.cos(theta)) * table.cosSinScale;
-      sin[t * half + j] = Math.fround(Math.sin(theta)) * table.cosSinScale;
-    }
-  }
-  return { cos, sin };
-}
-
-/**
- * Rotates, in place, the dims [offset, offset + rotaryDim) of every head of every token.
- * - interleaved (GPT-J): pairs (2j, 2j+1) — DeepSeek MLA q_rope / k_rope.
- * - neox (half-split): pairs (j, j + d/2) — DeepSeek DSA indexer q/k (first rotaryDim dims of each head).
- * `x'_a = x_a·cos − x_b·sin`, `x'_b = x_b·cos + x_a·sin` (model-spec.md §1.5).
- * @param x [numTokens, numHeads, headDim] f32, modified in place
- * @param cos [numTokens, rotaryDim/2] f32 from rotaryCosSin
- * @param sin [numTokens, rotaryDim/2] f32
- */
-export function applyRotaryPairs(
-  x: Float32Array, numTokens: number, numHeads: number, headDim: number, offset: number,
-  rotaryDim: number, cos: Float32Array, sin: Float32Array, style: RotaryStyle,
-): void {
-  const half = rotaryDim / 2;
-  for (let t = 0; t < numTokens; t++) {
-    const cs = t * half;
-    for (let h = 0; h < numHeads; h++) {
-      const base = (t * numHeads + h) * headDim + offset;
-      for (let j = 0; j < half; j++) {
-        const ia = style === 'interleaved' ? base + 2 * j : base + j;
-        const ib = style === 'interleaved' ? ia + 1 : ia + half;
-        const a = x[ia];
-        const b = x[ib];
-        const c = cos[cs + j];
-        const s = sin[cs + j];
-        x[ia] = a * c - b * s;
-        x[ib] = b * c + a * s;
-      }
-    }
-  }
+export function deepseekRopeParams(table: RotaryTable, style: RopeStyle): RopeParams {
+  return { invFreq: table.invFreq, rotaryDim: table.rotaryDim, style, mscale: table.cosSinScale };
 }
 
 function checkRotaryDim(rotaryDim: number): void {

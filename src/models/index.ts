@@ -5,3 +5,4 @@ export * from './model_base.js';
 export * from './registry.js';
 export * from './loader.js';
 export * from './minimax_m2.js';
+export * from './deepseek_v32.js';

@@ -3,10 +3,11 @@
 import { InvalidRequestError, ModelLoadError } from '../common/index.js';
 import type { ModelConfig } from '../config/index.js';
 import { MINIMAX_M2_DEFINITION } from './minimax_m2.js';
+import { DEEPSEEK_V32_DEFINITION, DEEPSEEK_V3_DEFINITION } from './deepseek_v32.js';
 import type { ModelDefinition } from './model_base.js';
 
 /** Every supported architecture. */
-export const MODEL_DEFINITIONS: readonly ModelDefinition[] = [MINIMAX_M2_DEFINITION];
+export const MODEL_DEFINITIONS: readonly ModelDefinition[] = [MINIMAX_M2_DEFINITION, DEEPSEEK_V32_DEFINITION, DEEPSEEK_V3_DEFINITION];
 
 /**
  * The definition handling the first supported entry of `config.architectures`.

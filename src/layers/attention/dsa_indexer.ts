@@ -1,34 +1,12 @@
-// DSA lightning indexer maths (DeepSeek-V3.2): the key LayerNorm, per-query index scores over cached index keys,
+// DSA lightning indexer maths (DeepSeek-V3.2): per-query index scores over cached index keys,
 // and the causal top-k selection. Pure f32 maths on typed arrays; the projections live in the model.
 //
 // Formulas: model-spec.md §3.8.1–§3.8.3; upstream python/sglang/srt/layers/attention/nsa/nsa_indexer.py
 // (Indexer), DeepSeek-V3.2-Exp inference/model.py (Indexer.forward). Like the float64 oracle of the fixtures we
 // compute exact scores: the Hadamard rotation is orthonormal (no effect in exact maths) and the FP8 quantisation of
 // q/k that the GPU kernels do is not emulated.
-
-/**
- * LayerNorm of one row with weight and bias (indexer `k_norm`, eps 1e-6): `(x−μ)/sqrt(σ²+eps)·w + b`, f32 out,
- * statistics accumulated in f64.
- * @param x [numRows, dim] f32, normalised in place
- * @param weight [dim] f32
- * @param bias [dim] f32
- */
-export function keyLayerNormInPlace(x: Float32Array, numRows: number, dim: number, weight: Float32Array, bias: Float32Array, eps: number): void {
-  for (let r = 0; r < numRows; r++) {
-    const o = r * dim;
-    let mean = 0;
-    for (let i = 0; i < dim; i++) mean += x[o + i];
-    mean /= dim;
-    let variance = 0;
-    for (let i = 0; i < dim; i++) {
-      const d = x[o + i] - mean;
-      variance += d * d;
-    }
-    variance /= dim;
-    const inv = 1 / Math.sqrt(variance + eps);
-    for (let i = 0; i < dim; i++) x[o + i] = (x[o + i] - mean) * inv * weight[i] + bias[i];
-  }
-}
+import type { AttentionBatch, Ops, RopeParams, SparseKeys, Weight } from '../../kernels/index.js';
+import type { KVPool } from '../../mem_cache/index.js';
 
 /**
  * Index scores of one query token against keys (model-spec.md §3.8.2, exact form):
@@ -104,4 +82,105 @@ function kthLargest(a: Float32Array, k: number): number {
     else return a[target];
   }
   return a[target];
+}
+
+/** Indexer sizes (HF config names in brackets). */
+export interface DsaIndexerDims {
+  /** [hidden_size] */
+  readonly hiddenSize: number;
+  /** [q_lora_rank] width of the normalised q latent the indexer query is projected from */
+  readonly qLoraRank: number;
+  /** [index_n_heads] */
+  readonly numHeads: number;
+  /** [index_head_dim] */
+  readonly headDim: number;
+  /** [qk_rope_head_dim] rotated dims at the start of each indexer head */
+  readonly ropeDim: number;
+  /** [index_topk] keys kept per query token */
+  readonly topK: number;
+}
+
+/** Weights of one layer's indexer (checkpoint `self_attn.indexer.*`). */
+export interface DsaIndexerWeights {
+  /** wq_b [numHeads·headDim, qLoraRank] */
+  readonly wqB: Weight;
+  /** wk [headDim, hiddenSize] */
+  readonly wk: Weight;
+  /** k_norm.weight [headDim] f32 */
+  readonly kNormWeight: Float32Array;
+  /** k_norm.bias [headDim] f32 */
+  readonly kNormBias: Float32Array;
+  /** weights_proj [numHeads, hiddenSize] */
+  readonly weightsProj: Weight;
+}
+
+/** KVPool buffer holding each token's indexer key (width index_head_dim). */
+export const INDEX_K_BUFFER = 'index_k';
+
+/**
+ * The DSA lightning indexer of one layer (model-spec.md §3.8): computes and caches every token's index key, then
+ * selects for each query row the `topK` causal key positions with the largest index score (all of them when the row's
+ * sequence index + 1 ≤ topK). Rows are independent of each other (batch invariant); decode reads earlier keys from the
+ * KVPool, so one prefill, chunked prefill and token-by-token decode select the same keys.
+ */
+export class DsaIndexer {
+  private readonly softmaxFold: number;
+
+  /**
+   * @param rope NeoX half-split rope params on the first `ropeDim` dims of each head (deepseekRopeParams(..., 'neox'))
+   */
+  constructor(
+    private readonly ops: Ops,
+    private readonly w: DsaIndexerWeights,
+    readonly dims: DsaIndexerDims,
+    private readonly rope: RopeParams,
+  ) {
+    this.softmaxFold = 1 / Math.sqrt(dims.numHeads) / Math.sqrt(dims.headDim);
+  }
+
+  /**
+   * Writes this step's index keys into `kvPool` (buffer 'index_k' of `kvLayer`) and returns the selected key positions.
+   * @param hidden [numTokens, hiddenSize] f32 normalised layer input (the `a` of model-spec §3.7)
+   * @param qLatent [numTokens, qLoraRank] f32 normalised q latent (`c_q`)
+   * @param positions [numTokens] i32 RoPE positions
+   * @param onSelection optional observer of each row's selection (debugging, golden tests)
+   * @returns [numTokens, topK] i32 selected sequence indices per row, ascending, −1 padded
+   */
+  forward(
+    hidden: Float32Array, qLatent: Float32Array, numTokens: number, positions: Int32Array, outCacheLoc: Int32Array,
+    batch: AttentionBatch, kvPool: KVPool, kvLayer: number, onSelection?: (row: number, keys: Int32Array) => void,
+  ): SparseKeys {
+    const { numHeads, headDim, topK } = this.dims;
+    const ops = this.ops;
+    // 1. key: LayerNorm(wk·a), NeoX rope on its first ropeDim dims; cache it
+    const k = ops.matmul(hidden, numTokens, this.w.wk); // [T, headDim]
+    ops.layerNorm(k, numTokens, headDim, this.w.kNormWeight, this.w.kNormBias, 1e-6, k);
+    ops.rope(k, numTokens, positions, { numHeads: 1, headDim }, this.rope);
+    const indexK = kvPool.buffer(kvLayer, INDEX_K_BUFFER);
+    for (let t = 0; t < numTokens; t++) indexK.set(k.subarray(t * headDim, (t + 1) * headDim), outCacheLoc[t] * headDim);
+    // 2. queries and head weights
+    const q = ops.matmul(qLatent, numTokens, this.w.wqB); // [T, numHeads·headDim]
+    ops.rope(q, numTokens, positions, { numHeads, headDim }, this.rope);
+    const weights = ops.matmul(hidden, numTokens, this.w.weightsProj); // [T, numHeads]
+    for (let i = 0; i < weights.length; i++) weights[i] *= this.softmaxFold;
+    // 3. per row: scores over its causal keys, top-k
+    const indices = new Int32Array(numTokens * topK).fill(-1);
+    let maxKeys = 0;
+    for (let i = 0; i < batch.numReqs; i++) maxKeys = Math.max(maxKeys, batch.extendPrefixLens[i] + batch.extendSeqLens[i]);
+    const scores = new Float32Array(maxKeys);
+    for (let i = 0; i < batch.numReqs; i++) {
+      const start = batch.extendStartLoc[i];
+      const tableRow = batch.reqPoolIndices[i] * batch.reqToTokenStride;
+      const keyLocs = batch.reqToToken.subarray(tableRow, tableRow + batch.extendPrefixLens[i] + batch.extendSeqLens[i]);
+      for (let j = 0; j < batch.extendSeqLens[i]; j++) {
+        const t = start + j;
+        const numKeys = batch.extendPrefixLens[i] + j + 1;
+        const out = indices.subarray(t * topK, (t + 1) * topK);
+        if (numKeys > topK) indexScores(q, t * numHeads * headDim, weights, t * numHeads, numHeads, headDim, indexK, keyLocs, numKeys, scores);
+        const n = selectTopKCausal(scores, numKeys, topK, out);
+        onSelection?.(t, out.subarray(0, n));
+      }
+    }
+    return { indices, width: topK };
+  }
 }

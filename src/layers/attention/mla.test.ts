@@ -1,7 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Rng } from '../../common/index.js';
-import { mlaAbsorbQuery, mlaAbsorbedAttention, mlaExpandKv, mlaExpandedAttention, mlaLatentWidth } from './mla.js';
+import { createCpuOps } from '../../kernels/index.js';
+import { mlaAbsorbOutput, mlaAbsorbQuery, mlaExpandKv, mlaExpandedAttention, mlaLatentWidth } from './mla.js';
 import type { MlaDims } from './mla.js';
 
 const D: MlaDims = { numHeads: 3, qkNopeHeadDim: 8, qkRopeHeadDim: 4, vHeadDim: 6, kvLoraRank: 10 };
@@ -15,19 +16,28 @@ function setup(seed: number, numLocs: number) {
   return { q, wKvB, latent };
 }
 
-test('absorbed and expanded MLA agree (1e-5) on any selected key subset', () => {
+test('absorbed (Ops.attention MQA over latent rows) and expanded MLA agree (1e-5) on a selected key subset', () => {
   const numLocs = 40;
   const { q, wKvB, latent } = setup(1, numLocs);
-  const keyLocs = Int32Array.from({ length: 30 }, (_, t) => (t * 7 + 3) % numLocs);
+  const { numHeads: H, qkRopeHeadDim: dr, vHeadDim: dv, kvLoraRank: r } = D;
+  const numKeys = 30;
+  const keyLocs = Int32Array.from({ length: numKeys }, (_, t) => (t * 7 + 3) % numLocs);
   const selected = Int32Array.from([0, 2, 3, 9, 17, 29]);
   const scale = 0.3;
-  const qa = new Float32Array(D.numHeads * D.kvLoraRank);
-  mlaAbsorbQuery(q, 0, wKvB, D, qa);
-  const outA = new Float32Array(D.numHeads * D.vHeadDim);
-  mlaAbsorbedAttention(qa, q, 0, wKvB, latent, keyLocs, selected, selected.length, scale, D, outA, 0, new Float32Array(64));
-  const kv = new Float32Array(30 * D.numHeads * (D.qkNopeHeadDim + D.vHeadDim));
-  mlaExpandKv(latent, keyLocs, 30, wKvB, D, kv);
-  const outE = new Float32Array(D.numHeads * D.vHeadDim);
+  const ops = createCpuOps();
+  const qMqa = mlaAbsorbQuery(q, 1, wKvB, D);
+  const batch = {
+    numReqs: 1, extendStartLoc: Int32Array.of(0), extendSeqLens: Int32Array.of(1), extendPrefixLens: Int32Array.of(numKeys - 1),
+    reqPoolIndices: Int32Array.of(0), reqToToken: keyLocs, reqToTokenStride: numKeys,
+  };
+  const latentOut = ops.attention(qMqa, 1, {
+    numHeads: H, numKvHeads: 1, headDim: r + dr, vHeadDim: r, scale,
+    kBuf: latent, kRowWidth: r + dr, kOffset: 0, vBuf: latent, vRowWidth: r + dr, vOffset: 0,
+  }, batch, { indices: selected, width: selected.length });
+  const outA = mlaAbsorbOutput(latentOut, 1, wKvB, D);
+  const kv = new Float32Array(numKeys * H * (D.qkNopeHeadDim + dv));
+  mlaExpandKv(latent, keyLocs, numKeys, wKvB, D, kv);
+  const outE = new Float32Array(H * dv);
   mlaExpandedAttention(q, 0, kv, latent, keyLocs, selected, selected.length, scale, D, outE, 0, new Float32Array(64));
   let maxDiff = 0;
   for (let i = 0; i < outA.length; i++) maxDiff = Math.max(maxDiff, Math.abs(outA[i] - outE[i]));

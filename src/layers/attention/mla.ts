@@ -1,6 +1,11 @@
-// MLA (multi-head latent attention) cores for one query token over a chosen set of cached latent rows:
-// the weight-absorbed (MQA) form used for decode and the expanded (MHA) form extend may use. Both read the same
-// latent KV (`c_kv | k_rope` per loc) and agree up to f32 rounding. Pure maths; the projections live in the model.
+// MLA (multi-head latent attention) pieces around the latent KV cache (`c_kv | k_rope` per loc): the weight-absorbed
+// (MQA) form — query absorption and output un-absorption around `Ops.attention` with one KV head — and the expanded
+// (MHA) form for one query token over chosen keys. Both agree up to f32 rounding. Pure maths; the projections live in
+// the model.
+import { InternalError } from '../../common/index.js';
+import type { Ops, RopeParams, SparseKeys, Weight } from '../../kernels/index.js';
+import type { ForwardBatch } from '../forward_batch.js';
+import type { DsaIndexer } from './dsa_indexer.js';
 //
 // Formulas: model-spec.md §3.7 (naive), §3.7.1 (absorbed), §3.8.4 (sparse key set); upstream
 // python/sglang/srt/models/deepseek_v2.py (forward_absorb_prepare/core, forward_normal), DeepSeek-V2 paper
@@ -26,73 +31,56 @@ export function mlaLatentWidth(d: MlaDims): number {
 }
 
 /**
- * Absorbs `W_UK` into the query: `q̂[h] = q_nope[h] · W_UK[h]` with `W_UK[h]` = rows h·(dn+dv) .. h·(dn+dv)+dn−1 of
- * kv_b_proj (model-spec.md §3.7.1).
- * @param q [numHeads, dn+dr] f32 at qOffset (nope first, then rope)
+ * Absorbs `W_UK` into the query (model-spec.md §3.7.1): per token and head `q̂[h] = q_nope[h] · W_UK[h]` with
+ * `W_UK[h]` = rows h·(dn+dv) .. h·(dn+dv)+dn−1 of kv_b_proj, followed by the (rotated) `q_rope[h]`, giving an MQA
+ * query against the latent rows `[c_kv | k_rope]` of the KV cache (one KV head, head dim kvLoraRank+dr).
+ * @param q [numTokens, numHeads, dn+dr] f32 (nope first, rope part already rotated)
  * @param wKvB [numHeads·(dn+dv), kvLoraRank] f32 dequantised kv_b_proj weight
- * @param out [numHeads, kvLoraRank] f32
+ * @returns [numTokens, numHeads, kvLoraRank+dr] f32
  */
-export function mlaAbsorbQuery(q: Float32Array, qOffset: number, wKvB: Float32Array, d: MlaDims, out: Float32Array): void {
+export function mlaAbsorbQuery(q: Float32Array, numTokens: number, wKvB: Float32Array, d: MlaDims): Float32Array {
   const { numHeads, qkNopeHeadDim: dn, qkRopeHeadDim: dr, vHeadDim: dv, kvLoraRank: r } = d;
-  out.fill(0, 0, numHeads * r);
-  for (let h = 0; h < numHeads; h++) {
-    const o = h * r;
-    for (let i = 0; i < dn; i++) {
-      const qi = q[qOffset + h * (dn + dr) + i];
-      const wRow = (h * (dn + dv) + i) * r;
-      for (let c = 0; c < r; c++) out[o + c] += qi * wKvB[wRow + c];
+  const out = new Float32Array(numTokens * numHeads * (r + dr));
+  const acc = new Float64Array(r);
+  for (let t = 0; t < numTokens; t++) {
+    for (let h = 0; h < numHeads; h++) {
+      const qOff = (t * numHeads + h) * (dn + dr);
+      const o = (t * numHeads + h) * (r + dr);
+      acc.fill(0);
+      for (let i = 0; i < dn; i++) {
+        const qi = q[qOff + i];
+        const wRow = (h * (dn + dv) + i) * r;
+        for (let c = 0; c < r; c++) acc[c] += qi * wKvB[wRow + c];
+      }
+      for (let c = 0; c < r; c++) out[o + c] = acc[c];
+      for (let c = 0; c < dr; c++) out[o + r + c] = q[qOff + dn + c];
     }
   }
+  return out;
 }
 
 /**
- * Absorbed sparse MLA for one query token: per head
- * `score[t] = scale·(q̂[h]·c_kv[t] + q_rope[h]·k_rope[t])` over the selected keys, softmax (f32),
- * `ô[h] = Σ p·c_kv[t]`, `o[h] = ô[h] · W_UV[h]ᵀ`.
- * @param qAbsorbed [numHeads, kvLoraRank] f32 from mlaAbsorbQuery
- * @param q [numHeads, dn+dr] f32 at qOffset (its rope part already rotated)
+ * Maps the latent-space attention output back to value space (model-spec.md §3.7.1): `o[h] = ô[h] · W_UV[h]ᵀ`,
+ * `W_UV[h]` = rows h·(dn+dv)+dn .. h·(dn+dv)+dn+dv−1 of kv_b_proj.
+ * @param latentOut [numTokens, numHeads, kvLoraRank] f32 (softmax-weighted sum of c_kv rows)
  * @param wKvB [numHeads·(dn+dv), kvLoraRank] f32
- * @param latent [numLocs, kvLoraRank+dr] f32 (KVPool buffer 'kv')
- * @param keyLocs [≥ seqLen] i32 loc of key position t
- * @param selected [numSelected] i32 key positions to attend to (ascending)
- * @param out [numHeads, dv] f32 at outOffset
- * @param scratch f32 of at least numSelected + kvLoraRank
+ * @returns [numTokens, numHeads, dv] f32
  */
-export function mlaAbsorbedAttention(
-  qAbsorbed: Float32Array, q: Float32Array, qOffset: number, wKvB: Float32Array, latent: Float32Array,
-  keyLocs: Int32Array, selected: Int32Array, numSelected: number, scale: number, d: MlaDims,
-  out: Float32Array, outOffset: number, scratch: Float32Array,
-): void {
-  const { numHeads, qkNopeHeadDim: dn, qkRopeHeadDim: dr, vHeadDim: dv, kvLoraRank: r } = d;
-  const width = r + dr;
-  const probs = scratch.subarray(0, numSelected);
-  const latentOut = scratch.subarray(numSelected, numSelected + r);
-  for (let h = 0; h < numHeads; h++) {
-    const qa = h * r;
-    const qr = qOffset + h * (dn + dr) + dn;
-    let maxScore = -Infinity;
-    for (let j = 0; j < numSelected; j++) {
-      const row = keyLocs[selected[j]] * width;
-      let dot = 0;
-      for (let c = 0; c < r; c++) dot += qAbsorbed[qa + c] * latent[row + c];
-      for (let c = 0; c < dr; c++) dot += q[qr + c] * latent[row + r + c];
-      probs[j] = dot * scale;
-      if (probs[j] > maxScore) maxScore = probs[j];
-    }
-    softmaxInPlace(probs, numSelected, maxScore);
-    latentOut.fill(0);
-    for (let j = 0; j < numSelected; j++) {
-      const row = keyLocs[selected[j]] * width;
-      const p = probs[j];
-      for (let c = 0; c < r; c++) latentOut[c] += p * latent[row + c];
-    }
-    for (let v = 0; v < dv; v++) {
-      const wRow = (h * (dn + dv) + dn + v) * r;
-      let acc = 0;
-      for (let c = 0; c < r; c++) acc += latentOut[c] * wKvB[wRow + c];
-      out[outOffset + h * dv + v] = acc;
+export function mlaAbsorbOutput(latentOut: Float32Array, numTokens: number, wKvB: Float32Array, d: MlaDims): Float32Array {
+  const { numHeads, qkNopeHeadDim: dn, vHeadDim: dv, kvLoraRank: r } = d;
+  const out = new Float32Array(numTokens * numHeads * dv);
+  for (let t = 0; t < numTokens; t++) {
+    for (let h = 0; h < numHeads; h++) {
+      const l = (t * numHeads + h) * r;
+      for (let v = 0; v < dv; v++) {
+        const wRow = (h * (dn + dv) + dn + v) * r;
+        let acc = 0;
+        for (let c = 0; c < r; c++) acc += latentOut[l + c] * wKvB[wRow + c];
+        out[(t * numHeads + h) * dv + v] = acc;
+      }
     }
   }
+  return out;
 }
 
 /**
@@ -167,4 +155,141 @@ function softmaxInPlace(x: Float32Array, n: number, max: number): void {
   }
   const inv = 1 / sum;
   for (let j = 0; j < n; j++) x[j] *= inv;
+}
+
+/** KVPool buffer holding each token's latent row `[c_kv | k_rope]` (width kvLoraRank + qkRopeHeadDim). */
+export const LATENT_KV_BUFFER = 'kv';
+
+/** Which MLA form extend rows use; decode rows always use the absorbed form. */
+export type MlaExtendForm = 'absorbed' | 'expanded';
+
+/** Weights of one MLA block (checkpoint `self_attn.*`). */
+export interface MlaWeights {
+  /** q_a_proj [qLoraRank, hiddenSize], or null when q_lora_rank is null (then qBProj is q_proj). */
+  readonly qAProj: Weight | null;
+  /** q_a_layernorm [qLoraRank] f32, or null with qAProj. */
+  readonly qALayernorm: Float32Array | null;
+  /** q_b_proj [numHeads·(dn+dr), qLoraRank] (or q_proj [numHeads·(dn+dr), hiddenSize]). */
+  readonly qBProj: Weight;
+  /** kv_a_proj_with_mqa [kvLoraRank+dr, hiddenSize] */
+  readonly kvAProjWithMqa: Weight;
+  /** kv_a_layernorm [kvLoraRank] f32 */
+  readonly kvALayernorm: Float32Array;
+  /** kv_b_proj dequantised [numHeads·(dn+dv), kvLoraRank] f32 (W_UK / W_UV are its per-head row blocks). */
+  readonly kvBProj: Float32Array;
+  /** o_proj [hiddenSize, numHeads·dv] */
+  readonly oProj: Weight;
+}
+
+/** MLA options that are not checkpoint weights. */
+export interface MlaOptions {
+  readonly hiddenSize: number;
+  /** RMSNorm eps of q_a_layernorm / kv_a_layernorm. */
+  readonly rmsNormEps: number;
+  /** Softmax scale (deepseekSoftmaxScale). */
+  readonly scale: number;
+  /** Interleaved rope on q_rope / k_rope (deepseekRopeParams(..., 'interleaved')). */
+  readonly rope: RopeParams;
+  readonly extendForm: MlaExtendForm;
+}
+
+/**
+ * DeepSeek MLA attention of one layer (model-spec.md §3.7), optionally restricted to the DSA indexer's top-k keys
+ * (§3.8.4). Writes each token's latent row into the KVPool buffer 'kv' at `batch.outCacheLoc` before attending, so
+ * every row reads its prefix (from earlier steps) and its own step's keys the same way. Each row's output depends only
+ * on that row and the cache (batch invariant).
+ */
+export class MlaAttention {
+  constructor(
+    private readonly ops: Ops,
+    private readonly w: MlaWeights,
+    readonly dims: MlaDims,
+    private readonly opts: MlaOptions,
+    private readonly indexer: DsaIndexer | null,
+  ) {}
+
+  /**
+   * @param hidden [numTokens, hiddenSize] f32 normalised layer input
+   * @param kvLayer layer index inside batch.kvPool
+   * @param onIndexerSelection optional observer of the indexer's per-row selection
+   * @returns [numTokens, hiddenSize] f32 attention output (before the residual add)
+   */
+  forward(hidden: Float32Array, batch: ForwardBatch, kvLayer: number, onIndexerSelection?: (row: number, keys: Int32Array) => void): Float32Array {
+    const ops = this.ops;
+    const T = batch.numTokens;
+    const { numHeads: H, qkNopeHeadDim: dn, qkRopeHeadDim: dr, kvLoraRank: r } = this.dims;
+    const width = r + dr;
+    const eps = this.opts.rmsNormEps;
+    // 1. queries: c_q = RMSNorm(a·W_qaᵀ), q = c_q·W_qbᵀ → [T, H, dn+dr]; rope (interleaved) on the last dr dims
+    let qLatent: Float32Array | null = null;
+    if (this.w.qAProj !== null && this.w.qALayernorm !== null) {
+      const qa = ops.matmul(hidden, T, this.w.qAProj);
+      qLatent = ops.rmsNorm(qa, T, this.w.qALayernorm.length, this.w.qALayernorm, eps, qa);
+    }
+    const q = ops.matmul(qLatent ?? hidden, T, this.w.qBProj);
+    ops.rope(q, T, batch.positions, { numHeads: H, headDim: dn + dr, offset: dn }, this.opts.rope);
+    // 2. latent KV: [c_kv | k_rope] = a·W_kvaᵀ; c_kv normalised, k_rope rotated; written to the pool
+    const kvA = ops.matmul(hidden, T, this.w.kvAProjWithMqa); // [T, r+dr]
+    const cKv = ops.rmsNorm(kvA, T, r, this.w.kvALayernorm, eps, undefined, width); // [T, r]
+    ops.rope(kvA, T, batch.positions, { numHeads: 1, headDim: width, offset: r }, this.opts.rope);
+    const latent = batch.kvPool.buffer(kvLayer, LATENT_KV_BUFFER);
+    for (let t = 0; t < T; t++) {
+      const o = batch.outCacheLoc[t] * width;
+      latent.set(cKv.subarray(t * r, (t + 1) * r), o);
+      latent.set(kvA.subarray(t * width + r, (t + 1) * width), o + r);
+    }
+    // 3. DSA: index keys cached, top-k key positions per row
+    let sparse: SparseKeys | undefined;
+    if (this.indexer !== null) {
+      if (qLatent === null) throw new InternalError('MlaAttention: the DSA indexer needs q_lora_rank');
+      sparse = this.indexer.forward(hidden, qLatent, T, batch.positions, batch.outCacheLoc, batch, batch.kvPool, kvLayer, onIndexerSelection);
+    }
+    // 4. attention over the latent cache
+    const useExpanded = this.opts.extendForm === 'expanded' && batch.forwardMode !== 'decode';
+    const o = useExpanded ? this.expandedAttention(q, batch, latent, sparse) : this.absorbedAttention(q, batch, latent, sparse);
+    return ops.matmul(o, T, this.w.oProj);
+  }
+
+  /** Weight-absorbed MQA over latent rows through Ops.attention. @returns [T, H, dv] */
+  private absorbedAttention(q: Float32Array, batch: ForwardBatch, latent: Float32Array, sparse: SparseKeys | undefined): Float32Array {
+    const T = batch.numTokens;
+    const { numHeads: H, qkRopeHeadDim: dr, kvLoraRank: r } = this.dims;
+    const qMqa = mlaAbsorbQuery(q, T, this.w.kvBProj, this.dims);
+    const latentOut = this.ops.attention(qMqa, T, {
+      numHeads: H, numKvHeads: 1, headDim: r + dr, vHeadDim: r, scale: this.opts.scale,
+      kBuf: latent, kRowWidth: r + dr, kOffset: 0, vBuf: latent, vRowWidth: r + dr, vOffset: 0,
+    }, batch, sparse);
+    return mlaAbsorbOutput(latentOut, T, this.w.kvBProj, this.dims);
+  }
+
+  /** Expanded MHA: keys/values of every visible position expanded through kv_b_proj. @returns [T, H, dv] */
+  private expandedAttention(q: Float32Array, batch: ForwardBatch, latent: Float32Array, sparse: SparseKeys | undefined): Float32Array {
+    const { numHeads: H, qkNopeHeadDim: dn, qkRopeHeadDim: dr, vHeadDim: dv } = this.dims;
+    const out = new Float32Array(batch.numTokens * H * dv);
+    for (let i = 0; i < batch.numReqs; i++) {
+      const seqLen = batch.extendPrefixLens[i] + batch.extendSeqLens[i];
+      const tableRow = batch.reqPoolIndices[i] * batch.reqToTokenStride;
+      const keyLocs = batch.reqToToken.subarray(tableRow, tableRow + seqLen);
+      const kv = new Float32Array(seqLen * H * (dn + dv));
+      mlaExpandKv(latent, keyLocs, seqLen, this.w.kvBProj, this.dims, kv);
+      const selected = new Int32Array(seqLen);
+      const scratch = new Float32Array(seqLen);
+      for (let j = 0; j < batch.extendSeqLens[i]; j++) {
+        const t = batch.extendStartLoc[i] + j;
+        const last = batch.extendPrefixLens[i] + j;
+        let n = 0;
+        if (sparse) {
+          for (let s = 0; s < sparse.width; s++) {
+            const p = sparse.indices[t * sparse.width + s];
+            if (p >= 0 && p <= last) selected[n++] = p;
+          }
+          selected.subarray(0, n).sort();
+        } else {
+          for (let p = 0; p <= last; p++) selected[n++] = p;
+        }
+        mlaExpandedAttention(q, t * H * (dn + dr), kv, latent, keyLocs, selected, n, this.opts.scale, this.dims, out, t * H * dv, scratch);
+      }
+    }
+    return out;
+  }
 }
