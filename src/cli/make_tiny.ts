@@ -1,0 +1,97 @@
+// `tsglang make-tiny --arch minimax-m2 --out DIR [--seed S] [--preset tiny] [--num-shards N]
+// [--json-model-override-args JSON]`: writes a deterministic tiny random checkpoint (config.json + FP8 safetensors
+// shards + index) of a registered architecture. Tokenizer files and the chat template are added by the tokenizer
+// step below (owned by the HTTP-edge work, D2).
+import { parseArgs } from 'node:util';
+import { InvalidRequestError, Logger, TsglangError } from '../common/index.js';
+import { parseOverrideArgs } from '../config/index.js';
+import { writeTinyCheckpoint } from '../executor/index.js';
+import type { TinyCheckpoint } from '../executor/index.js';
+import { MODEL_DEFINITIONS } from '../models/index.js';
+
+const USAGE = `usage: tsglang make-tiny --arch ARCH --out DIR [--seed S] [--preset tiny] [--num-shards N]
+                         [--json-model-override-args JSON]
+
+  --arch ARCH      architecture: ${MODEL_DEFINITIONS.flatMap((d) => d.tinyArchNames).join(', ')}
+  --out DIR        output directory (created if missing; existing files are overwritten)
+  --seed S         PRNG seed (default 0)
+  --preset NAME    size preset (default tiny)
+  --num-shards N   safetensors shards (default 2; 1 writes a single model.safetensors)
+  --json-model-override-args JSON   config.json fields replacing the preset's
+`;
+
+/** Parsed flags of make-tiny. */
+export interface MakeTinyArgs {
+  readonly arch: string;
+  readonly out: string;
+  readonly seed: number;
+  readonly preset: string;
+  readonly numShards: number;
+  readonly configOverrides: Record<string, unknown>;
+}
+
+/**
+ * Parses argv of `tsglang make-tiny`.
+ * @throws InvalidRequestError naming the flag
+ */
+export function parseMakeTinyArgs(argv: string[]): MakeTinyArgs {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        arch: { type: 'string' },
+        out: { type: 'string' },
+        seed: { type: 'string', default: '0' },
+        preset: { type: 'string', default: 'tiny' },
+        'num-shards': { type: 'string', default: '2' },
+        'json-model-override-args': { type: 'string' },
+      },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (err) {
+    throw new InvalidRequestError((err as Error).message);
+  }
+  if (typeof values.arch !== 'string') throw new InvalidRequestError('--arch is required', 'arch');
+  if (typeof values.out !== 'string' || values.out === '') throw new InvalidRequestError('--out is required', 'out');
+  const int = (flag: string, min: number): number => {
+    const s = String(values[flag]);
+    if (!/^\d+$/.test(s) || Number(s) < min) throw new InvalidRequestError(`--${flag} must be an integer >= ${min}, got '${s}'`, flag);
+    return Number(s);
+  };
+  let configOverrides: Record<string, unknown>;
+  try {
+    configOverrides = parseOverrideArgs(values['json-model-override-args'] as string | undefined);
+  } catch (err) {
+    throw new InvalidRequestError((err as Error).message, 'json-model-override-args');
+  }
+  return { arch: values.arch, out: values.out, seed: int('seed', 0), preset: String(values.preset), numShards: int('num-shards', 1), configOverrides };
+}
+
+/**
+ * Entry of `tsglang make-tiny`.
+ * @returns 0 on success, 2 on a usage error, 1 otherwise
+ */
+export async function run(argv: string[]): Promise<number> {
+  if (argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  const logger = new Logger('info');
+  try {
+    const args = parseMakeTinyArgs(argv);
+    const ckpt: TinyCheckpoint = writeTinyCheckpoint(args.arch, args.out, {
+      seed: args.seed, preset: args.preset, numShards: args.numShards, configOverrides: args.configOverrides,
+    });
+    // Tokenizer step (D2): tokenizer.json, tokenizer_config.json, generation_config.json, chat template go here.
+    logger.info(`wrote tiny ${args.arch} checkpoint to ${ckpt.dir}: ${ckpt.files.join(', ')}`);
+    return 0;
+  } catch (err) {
+    if (err instanceof TsglangError) {
+      process.stderr.write(`tsglang make-tiny: ${err.name}: ${err.message}\n`);
+      return err instanceof InvalidRequestError ? 2 : 1;
+    }
+    throw err;
+  }
+}
