@@ -1,0 +1,85 @@
+// Native `/generate` wire types (python/sglang/srt/managers/io_struct.py GenerateReqInput, sampling_params.py):
+// request schema (snake_case, unknown fields ignored) and the response shape with `meta_info`.
+import { z } from 'zod';
+
+const num = () =>
+  z.preprocess((v) => (typeof v === 'string' && v.trim() !== '' && Number.isFinite(Number(v)) ? Number(v) : v), z.number());
+const int = () =>
+  z.preprocess((v) => (typeof v === 'string' && /^\s*[+-]?\d+\s*$/.test(v) ? Number(v) : v), z.number().int());
+const opt = <T extends z.ZodType>(t: T) => t.nullish();
+
+/** `sampling_params` of the native API (snake_case). Grammar fields are parsed so the server can refuse them. */
+export const WireSamplingParamsSchema = z.looseObject({
+  max_new_tokens: opt(int()),
+  min_new_tokens: opt(int()),
+  temperature: opt(num()),
+  top_p: opt(num()),
+  top_k: opt(int()),
+  min_p: opt(num()),
+  frequency_penalty: opt(num()),
+  presence_penalty: opt(num()),
+  repetition_penalty: opt(num()),
+  stop: opt(z.union([z.string(), z.array(z.string())])),
+  stop_token_ids: opt(z.array(int())),
+  ignore_eos: opt(z.boolean()),
+  skip_special_tokens: opt(z.boolean()),
+  spaces_between_special_tokens: opt(z.boolean()),
+  no_stop_trim: opt(z.boolean()),
+  n: opt(int()),
+  sampling_seed: opt(int()),
+  logit_bias: opt(z.record(z.string(), num())),
+  json_schema: opt(z.string()),
+  regex: opt(z.string()),
+  ebnf: opt(z.string()),
+  structural_tag: opt(z.string()),
+  stop_regex: opt(z.union([z.string(), z.array(z.string())])),
+});
+export type WireSamplingParams = z.infer<typeof WireSamplingParamsSchema>;
+
+/** `POST /generate` body. Exactly one of text / input_ids (checked by the server). */
+export const GenerateReqInputSchema = z.looseObject({
+  text: opt(z.union([z.string(), z.array(z.string())])),
+  input_ids: opt(z.union([z.array(int()), z.array(z.array(int()))])),
+  input_embeds: opt(z.unknown()),
+  sampling_params: opt(z.union([WireSamplingParamsSchema, z.array(WireSamplingParamsSchema)])),
+  rid: opt(z.union([z.string(), z.array(z.string())])),
+  stream: opt(z.boolean()),
+  return_logprob: opt(z.boolean()),
+  logprob_start_len: opt(int()),
+  top_logprobs_num: opt(int()),
+  return_text_in_logprobs: opt(z.boolean()),
+});
+export type GenerateReqInput = z.infer<typeof GenerateReqInputSchema>;
+
+/** A logprob entry as `/generate` returns it: [logprob, token_id, text or null]. */
+export type WireTokenLogprob = [number | null, number, string | null];
+
+/** `meta_info.finish_reason` (null while running). */
+export type WireFinishReason =
+  | { type: 'stop'; matched: number | string }
+  | { type: 'length'; length: number }
+  | { type: 'abort'; message: string; status_code?: number; err_type?: string }
+  | null;
+
+/** `meta_info` of a /generate response (TokenizerManager `_handle_batch_output`). */
+export interface GenerateMetaInfo {
+  id: string;
+  finish_reason: WireFinishReason;
+  prompt_tokens: number;
+  completion_tokens: number;
+  cached_tokens: number;
+  weight_version: string;
+  num_retractions: number;
+  e2e_latency?: number;
+  input_token_logprobs?: WireTokenLogprob[];
+  output_token_logprobs?: WireTokenLogprob[];
+  input_top_logprobs?: (WireTokenLogprob[] | null)[];
+  output_top_logprobs?: (WireTokenLogprob[] | null)[];
+}
+
+/** One /generate response object (or one streaming event, with cumulative text and output_ids). */
+export interface GenerateResponse {
+  text: string;
+  output_ids: number[];
+  meta_info: GenerateMetaInfo;
+}

@@ -1,0 +1,240 @@
+// OpenAI-compatible wire types of SGLang's server (python/sglang/srt/entrypoints/openai/protocol.py): request
+// schemas (zod, snake_case as on the wire, unknown fields ignored as pydantic does) and response shapes.
+// Owns the wire format only; the server converts these into camelCase engine types.
+import { z } from 'zod';
+import { InvalidRequestError } from '../common/index.js';
+
+/** A number that also accepts a numeric string, as pydantic's lax mode does ("0.5" → 0.5). */
+const num = () =>
+  z.preprocess((v) => (typeof v === 'string' && v.trim() !== '' && Number.isFinite(Number(v)) ? Number(v) : v), z.number());
+/** An integer with the same leniency. */
+const int = () =>
+  z.preprocess((v) => (typeof v === 'string' && /^\s*[+-]?\d+\s*$/.test(v) ? Number(v) : v), z.number().int());
+const opt = <T extends z.ZodType>(t: T) => t.nullish();
+
+/** `stop`: a string or a list of strings. */
+export const StopSchema = z.union([z.string(), z.array(z.string())]);
+
+/** `stream_options`. */
+export const StreamOptionsSchema = z.object({
+  include_usage: opt(z.boolean()),
+  continuous_usage_stats: opt(z.boolean()),
+});
+
+/** One content part of a message (`{type: "text", text}`; other part types are accepted and carried). */
+export const ContentPartSchema = z.looseObject({ type: z.string(), text: z.string().optional() });
+
+/** A tool call inside an assistant message. */
+export const ToolCallSchema = z.looseObject({
+  id: opt(z.string()),
+  type: opt(z.string()),
+  index: opt(int()),
+  function: z.looseObject({ name: opt(z.string()), arguments: opt(z.union([z.string(), z.record(z.string(), z.unknown())])) }),
+});
+
+/** One chat message. */
+export const ChatMessageSchema = z.looseObject({
+  role: z.enum(['system', 'developer', 'user', 'assistant', 'tool', 'function']),
+  content: z.union([z.string(), z.array(z.union([ContentPartSchema, z.string()]))]).nullish(),
+  name: opt(z.string()),
+  tool_calls: opt(z.array(ToolCallSchema)),
+  tool_call_id: opt(z.string()),
+  reasoning_content: opt(z.string()),
+});
+
+/** A tool definition. */
+export const ToolSchema = z.looseObject({
+  type: z.literal('function').default('function'),
+  function: z.looseObject({
+    name: z.string(),
+    description: opt(z.string()),
+    parameters: opt(z.record(z.string(), z.unknown())),
+    strict: opt(z.boolean()),
+  }),
+});
+
+/** `POST /v1/chat/completions` body (ChatCompletionRequest). */
+export const ChatCompletionRequestSchema = z.looseObject({
+  messages: z.array(ChatMessageSchema),
+  model: z.string().default('default'),
+  max_tokens: opt(int()),
+  max_completion_tokens: opt(int()),
+  temperature: opt(num()),
+  top_p: opt(num()),
+  top_k: opt(int()),
+  min_p: opt(num()),
+  repetition_penalty: opt(num()),
+  frequency_penalty: opt(num()),
+  presence_penalty: opt(num()),
+  n: opt(int()),
+  stop: opt(StopSchema),
+  stop_token_ids: opt(z.array(int())),
+  seed: opt(int()),
+  logprobs: opt(z.boolean()),
+  top_logprobs: opt(int()),
+  logit_bias: opt(z.record(z.string(), num())),
+  stream: opt(z.boolean()),
+  stream_options: opt(StreamOptionsSchema),
+  ignore_eos: opt(z.boolean()),
+  no_stop_trim: opt(z.boolean()),
+  skip_special_tokens: opt(z.boolean()),
+  min_tokens: opt(int()),
+  tools: opt(z.array(ToolSchema)),
+  tool_choice: opt(z.union([z.enum(['none', 'auto', 'required']), z.looseObject({ type: z.string(), function: z.looseObject({ name: z.string() }) })])),
+  parallel_tool_calls: opt(z.boolean()),
+  chat_template_kwargs: opt(z.record(z.string(), z.unknown())),
+  reasoning_effort: opt(z.string()),
+  separate_reasoning: opt(z.boolean()),
+  stream_reasoning: opt(z.boolean()),
+  continue_final_message: opt(z.boolean()),
+  response_format: opt(z.looseObject({ type: z.string() })),
+  rid: opt(z.string()),
+  user: opt(z.string()),
+});
+export type ChatCompletionRequest = z.infer<typeof ChatCompletionRequestSchema>;
+
+/** `POST /v1/completions` body (CompletionRequest). `prompt`: str, list[str], list[int] or list[list[int]]. */
+export const CompletionRequestSchema = z.looseObject({
+  model: z.string().default('default'),
+  prompt: z.union([z.string(), z.array(z.string()), z.array(int()), z.array(z.array(int()))]),
+  max_tokens: int().nullish().default(16),
+  temperature: opt(num()),
+  top_p: opt(num()),
+  top_k: opt(int()),
+  min_p: opt(num()),
+  repetition_penalty: opt(num()),
+  frequency_penalty: opt(num()),
+  presence_penalty: opt(num()),
+  n: opt(int()),
+  stop: opt(StopSchema),
+  stop_token_ids: opt(z.array(int())),
+  seed: opt(int()),
+  logprobs: opt(int()),
+  echo: opt(z.boolean()),
+  logit_bias: opt(z.record(z.string(), num())),
+  stream: opt(z.boolean()),
+  stream_options: opt(StreamOptionsSchema),
+  ignore_eos: opt(z.boolean()),
+  no_stop_trim: opt(z.boolean()),
+  skip_special_tokens: opt(z.boolean()),
+  min_tokens: opt(int()),
+  suffix: opt(z.string()),
+  rid: opt(z.string()),
+  user: opt(z.string()),
+});
+export type CompletionRequest = z.infer<typeof CompletionRequestSchema>;
+
+/**
+ * Validates a parsed JSON body against a schema, turning zod issues into one InvalidRequestError whose message
+ * names every offending field (SGLang returns pydantic's list; we keep field + reason).
+ * @throws InvalidRequestError (param = first offending field path)
+ */
+export function parseWire<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
+  const r = schema.safeParse(body);
+  if (r.success) return r.data;
+  const issues = r.error.issues;
+  const where = (p: readonly PropertyKey[]) => (p.length ? p.map(String).join('.') : 'body');
+  const parts = issues.map((i) => `${where(i.path)}: ${i.code === 'invalid_type' && i.message.includes('received undefined') ? 'Field required' : i.message}`);
+  const n = issues.length;
+  throw new InvalidRequestError(`${n} validation error${n === 1 ? '' : 's'}: ${parts.join('; ')}`, issues.length ? where(issues[0].path) : null);
+}
+
+/** SGLang's error body (`ErrorResponse`): every error path returns this object. */
+export interface ErrorResponse {
+  object: 'error';
+  message: string;
+  type: string;
+  param: string | null;
+  code: number;
+}
+
+/** `usage` of a response. */
+export interface UsageInfo {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  prompt_tokens_details?: { cached_tokens: number } | null;
+  reasoning_tokens?: number;
+}
+
+/** One tool call of an assistant message. */
+export interface ToolCallWire {
+  id: string;
+  type: 'function';
+  index?: number;
+  function: { name: string; arguments: string };
+}
+
+/** A chat logprob entry (OpenAI `ChatCompletionTokenLogprob`). */
+export interface ChatTokenLogprob {
+  token: string;
+  bytes: number[];
+  logprob: number;
+  top_logprobs: { token: string; bytes: number[]; logprob: number }[];
+}
+
+/** Finish reasons of OpenAI responses. */
+export type OpenAIFinishReason = 'stop' | 'length' | 'tool_calls' | 'content_filter' | 'abort';
+
+/** `chat.completion` response. */
+export interface ChatCompletionResponse {
+  id: string;
+  object: 'chat.completion';
+  created: number;
+  model: string;
+  choices: {
+    index: number;
+    message: { role: 'assistant'; content: string | null; reasoning_content: string | null; tool_calls: ToolCallWire[] | null };
+    logprobs: { content: ChatTokenLogprob[] } | null;
+    finish_reason: OpenAIFinishReason | null;
+    matched_stop: number | string | null;
+  }[];
+  usage: UsageInfo;
+}
+
+/** `chat.completion.chunk` streaming event. */
+export interface ChatCompletionChunk {
+  id: string;
+  object: 'chat.completion.chunk';
+  created: number;
+  model: string;
+  choices: {
+    index: number;
+    delta: {
+      role?: 'assistant';
+      content?: string | null;
+      reasoning_content?: string | null;
+      tool_calls?: { index: number; id?: string; type?: 'function'; function: { name?: string; arguments?: string } }[];
+    };
+    logprobs: { content: ChatTokenLogprob[] } | null;
+    finish_reason: OpenAIFinishReason | null;
+    matched_stop?: number | string | null;
+  }[];
+  usage?: UsageInfo | null;
+}
+
+/** `text_completion` response (and, with `object` unchanged, its streaming events). */
+export interface CompletionResponse {
+  id: string;
+  object: 'text_completion';
+  created: number;
+  model: string;
+  choices: {
+    index: number;
+    text: string;
+    logprobs: { tokens: string[]; token_logprobs: (number | null)[]; top_logprobs: (Record<string, number> | null)[]; text_offset: number[] } | null;
+    finish_reason: OpenAIFinishReason | null;
+    matched_stop: number | string | null;
+  }[];
+  usage?: UsageInfo | null;
+}
+
+/** One entry of `GET /v1/models`. */
+export interface ModelCard {
+  id: string;
+  object: 'model';
+  created: number;
+  owned_by: 'sglang';
+  root: string;
+  max_model_len: number;
+}

@@ -1,0 +1,57 @@
+// Reasoning / tool-call parsing of chat outputs as serving_chat needs it: one streaming processor per choice
+// and a one-shot parse. The plain implementation returns all text as content (no parser configured).
+import type { ToolCallWire } from '../protocol/index.js';
+
+/** One streaming delta = one SSE chunk. */
+export type ChatDelta =
+  | { readonly reasoningContent: string }
+  | { readonly content: string }
+  | { readonly toolCall: { readonly index: number; readonly id: string | null; readonly name: string | null; readonly arguments: string } };
+
+/** Streaming parser of one choice. */
+export interface ChatStreamParser {
+  /** Feeds detokenized text; returns the deltas to send now (possibly none: a partial tag is held). */
+  push(text: string): ChatDelta[];
+  /** End of the choice: flushes held text. */
+  finish(): ChatDelta[];
+  /** True once a tool call was emitted (finish_reason stop → tool_calls). */
+  readonly hasToolCalls: boolean;
+}
+
+/** One-shot parse result of a whole output. */
+export interface ParsedChatOutput {
+  readonly content: string | null;
+  readonly reasoningContent: string | null;
+  readonly toolCalls: readonly ToolCallWire[] | null;
+}
+
+/** Per-request parsing options (the request's own fields, as on the wire). */
+export interface ChatParseRequest {
+  readonly tools: readonly unknown[] | null;
+  readonly toolChoice: unknown;
+  readonly separateReasoning: boolean;
+  readonly streamReasoning: boolean;
+  readonly chatTemplateKwargs: Readonly<Record<string, unknown>> | null;
+}
+
+/** Factory of parsers for the server's --reasoning-parser / --tool-call-parser. */
+export interface ChatOutputParsing {
+  /** A streaming parser for one choice. */
+  stream(req: ChatParseRequest): ChatStreamParser;
+  /** Parses a complete output. */
+  parse(text: string, req: ChatParseRequest): ParsedChatOutput;
+}
+
+/** No reasoning or tool-call parser: all text is content. */
+export const PLAIN_CHAT_OUTPUT: ChatOutputParsing = {
+  stream(): ChatStreamParser {
+    return {
+      push: (text: string) => (text ? [{ content: text }] : []),
+      finish: () => [],
+      hasToolCalls: false,
+    };
+  },
+  parse(text: string): ParsedChatOutput {
+    return { content: text, reasoningContent: null, toolCalls: null };
+  },
+};

@@ -1,0 +1,100 @@
+// The only place that maps an error to an HTTP status and body. SGLang's shapes
+// (python/sglang/srt/entrypoints/http_server.py, openai/serving_base.py): request-validation errors →
+// 400 {"object":"error","message","type":"Bad Request","param":null,"code":400}; handler errors →
+// ErrorResponse with type "BadRequestError" / "InternalServerError"; auth → 401 {"error":"Unauthorized"}.
+import { TsglangError, type ErrorKind } from '../common/index.js';
+import type { ErrorResponse } from '../protocol/index.js';
+
+/** An HTTP status with its JSON body. */
+export interface HttpError {
+  readonly status: number;
+  readonly body: unknown;
+}
+
+const STATUS_OF_KIND: Record<ErrorKind, number> = {
+  invalid_request: 400,
+  context_length: 400,
+  not_implemented: 400,
+  not_found: 404,
+  capacity: 503,
+  aborted: 499,
+  internal: 500,
+  model_load: 500,
+};
+
+/** OpenAI-style error type names by status (SGLang's ErrorResponse.type). */
+function typeOfStatus(status: number): string {
+  if (status === 400) return 'BadRequestError';
+  if (status === 404) return 'NotFoundError';
+  if (status === 503) return 'ServiceUnavailableError';
+  if (status === 499) return 'ClientClosedRequest';
+  return 'InternalServerError';
+}
+
+/** Builds SGLang's ErrorResponse object. */
+export function errorResponse(message: string, status: number, type = typeOfStatus(status), param: string | null = null): ErrorResponse {
+  return { object: 'error', message, type, param, code: status };
+}
+
+/**
+ * Maps any thrown value to status + body. TsglangError kinds map through one table; anything else is a bug → 500.
+ * @param err the caught value
+ * @param validation true when the error comes from request parsing/validation (SGLang's RequestValidationError
+ *   handler: type "Bad Request", param null)
+ */
+export function toHttpError(err: unknown, validation = false): HttpError {
+  if (err instanceof TsglangError) {
+    const status = STATUS_OF_KIND[err.kind];
+    const param = validation ? null : ((err as { param?: string | null }).param ?? null);
+    return { status, body: errorResponse(err.message, status, validation && status === 400 ? 'Bad Request' : typeOfStatus(status), param) };
+  }
+  const message = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+  return { status: 500, body: errorResponse(message, 500) };
+}
+
+/** Malformed JSON body (FastAPI's json_invalid validation error, rewritten to 400 by SGLang). */
+export function invalidJsonError(detail: string): HttpError {
+  return { status: 400, body: errorResponse(`JSON decode error: ${detail}`, 400, 'Bad Request') };
+}
+
+/** Wrong or missing API key (SGLang's api-key middleware). */
+export const UNAUTHORIZED: HttpError = { status: 401, body: { error: 'Unauthorized' } };
+
+/** Unknown route (FastAPI default). */
+export const ROUTE_NOT_FOUND: HttpError = { status: 404, body: { detail: 'Not Found' } };
+
+/** Known route, wrong method (FastAPI default). */
+export const METHOD_NOT_ALLOWED: HttpError = { status: 405, body: { detail: 'Method Not Allowed' } };
+
+/** Content-Type other than application/json on the OpenAI routes. */
+export function unsupportedMediaError(contentType: string | undefined): HttpError {
+  const msg = `Unsupported Media Type: Only 'application/json' is allowed (got '${contentType ?? ''}')`;
+  return { status: 400, body: errorResponse(msg, 400, 'Bad Request') };
+}
+
+/** `GET /v1/models/{model}` for an unknown model (SGLang's body). */
+export function modelNotFoundError(model: string): HttpError {
+  return {
+    status: 404,
+    body: { error: { message: `The model '${model}' does not exist`, type: 'invalid_request_error', param: 'model', code: 'model_not_found' } },
+  };
+}
+
+/**
+ * The status for an engine finish reason of type abort: its statusCode (400 validation, 503 queue timeout, 500
+ * transfer failure), else 500 (client aborts never reach a response).
+ */
+export function abortHttpError(message: string, statusCode: number | undefined): HttpError {
+  const status = statusCode ?? 500;
+  return { status, body: errorResponse(message, status) };
+}
+
+/**
+ * Errors of the native /generate route: SGLang answers `{"error": {"message": ...}}` (400 for bad input, the
+ * error's own status otherwise) instead of the OpenAI ErrorResponse.
+ */
+export function toGenerateHttpError(err: unknown): HttpError {
+  const e = toHttpError(err);
+  const message = (e.body as { message?: string }).message ?? String(err);
+  return { status: e.status, body: { error: { message } } };
+}

