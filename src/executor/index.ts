@@ -1,3 +1,4 @@
 // Public surface of executor/ (see ARCHITECTURE.md for what it may import).
 export {};
+export * from './model_runner.js';
 export * from './tiny_weights.js';

@@ -1,0 +1,83 @@
+// ModelRunner: owns the model and its KV pool; runs one ForwardBatch and samples the rows that need a next token
+// (SGLang model_executor/model_runner.py + layers/sampler.py). Knows nothing of requests or queues.
+import { assert } from '../common/index.js';
+import type { ForwardBatch, ForwardOutput } from '../layers/index.js';
+import type { KVPool, KVPoolLayout } from '../mem_cache/index.js';
+import { logSoftmax, sampleRow, topLogprobsOf, type RowSample, type RowSamplingInfo } from '../sampling/index.js';
+
+/** What the runner needs from a model (models/ CausalLM satisfies it; tests pass a fake). */
+export interface ForwardModel {
+  kvPoolLayout(): KVPoolLayout;
+  /** @returns logits [numLogitRows, vocabSize] f32 of batch.logitRows */
+  forward(batch: ForwardBatch): ForwardOutput;
+}
+
+/** A logits row that must be sampled. */
+export interface SampleRowRequest {
+  /** Index into batch.logitRows. */
+  readonly logitIdx: number;
+  readonly info: RowSamplingInfo;
+}
+
+/** A logits row whose logprob of a known next token is wanted (prompt logprobs). */
+export interface ScoreRowRequest {
+  readonly logitIdx: number;
+  /** The token whose logprob is returned. */
+  readonly tokenId: number;
+  readonly topLogprobsNum: number;
+}
+
+/** A scored row: [logprob of tokenId, tokenId] and top alternatives. */
+export interface RowScore {
+  readonly logprob: number;
+  readonly topLogprobs: [number, number][];
+}
+
+/** Result of one step. */
+export interface RunResult {
+  /** One per SampleRowRequest, same order. */
+  readonly samples: RowSample[];
+  /** One per ScoreRowRequest, same order. */
+  readonly scores: RowScore[];
+}
+
+/** Runs forwards over one model and one KV pool. */
+export class ModelRunner {
+  readonly model: ForwardModel;
+  readonly kvPool: KVPool;
+  readonly vocabSize: number;
+  /** Forwards run (statistics). */
+  numForwards = 0;
+
+  /**
+   * @param model the model
+   * @param kvPool KV storage laid out as model.kvPoolLayout()
+   * @param vocabSize logits row width
+   */
+  constructor(model: ForwardModel, kvPool: KVPool, vocabSize: number) {
+    this.model = model;
+    this.kvPool = kvPool;
+    this.vocabSize = vocabSize;
+  }
+
+  /**
+   * Runs the model on `batch`, then samples and scores the requested logit rows. Rows are independent: sampling and
+   * scoring are batch-invariant.
+   * @param batch the step (batch.kvPool must be this runner's pool)
+   * @throws InternalError when the model returns a logits array of the wrong size
+   */
+  run(batch: ForwardBatch, sample: readonly SampleRowRequest[], score: readonly ScoreRowRequest[]): RunResult {
+    assert(batch.kvPool === this.kvPool, 'ModelRunner: batch uses another KV pool');
+    const out = this.model.forward(batch);
+    this.numForwards++;
+    const V = this.vocabSize;
+    assert(out.logits.length === batch.logitRows.length * V, () => `ModelRunner: logits length ${out.logits.length} != ${batch.logitRows.length} × ${V}`);
+    const scores: RowScore[] = score.map((s) => {
+      const lp = new Float32Array(V);
+      logSoftmax(out.logits.subarray(s.logitIdx * V, (s.logitIdx + 1) * V), lp);
+      return { logprob: lp[s.tokenId], topLogprobs: topLogprobsOf(lp, s.topLogprobsNum) };
+    });
+    const samples = sample.map((s) => sampleRow(out.logits.slice(s.logitIdx * V, (s.logitIdx + 1) * V), s.info));
+    return { samples, scores };
+  }
+}

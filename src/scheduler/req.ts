@@ -1,0 +1,110 @@
+// Req: one request (one choice) inside the scheduler: its tokens, sampling state and KV bookkeeping
+// (SGLang schedule_batch.py Req). Only the scheduler mutates it.
+import { Rng } from '../common/index.js';
+import type { PrefixNode } from '../mem_cache/index.js';
+import type { SamplingParams } from '../sampling/index.js';
+import type { FinishReasonData, TokenizedReq } from './io.js';
+
+/** A request's scheduler-side state. */
+export class Req {
+  readonly rid: string;
+  readonly originInputIds: readonly number[];
+  readonly params: SamplingParams;
+  /** max_new_tokens after clamping to the context (SGLang scheduler clamp). */
+  readonly maxNewTokens: number;
+  readonly rng: Rng;
+  readonly outputIds: number[] = [];
+  /** Counts of generated tokens (penalties). */
+  readonly outputCounts = new Map<number, number>();
+  /** EOS ∪ stop_token_ids, empty when ignoreEos. */
+  readonly stopTokenIds: readonly number[];
+  /** min_new_tokens masks these (always EOS ∪ stop ids, even with ignoreEos masking is moot). */
+  readonly maskIds: readonly number[];
+  readonly returnLogprob: boolean;
+  readonly logprobStartLen: number;
+  readonly topLogprobsNum: number;
+  readonly stream: boolean;
+  readonly arrivalMs: number;
+
+  // --- KV state ---
+  /** Row in ReqToTokenPool, −1 when none. */
+  reqPoolIdx = -1;
+  /** Tokens of fillIds whose KV is in the row. */
+  kvCommittedLen = 0;
+  /** Leading tokens owned by the prefix cache on this request's behalf. */
+  cacheProtectedLen = 0;
+  /** Locked prefix-cache node (root when none). */
+  lastNode: PrefixNode | null = null;
+
+  // --- per-admission state ---
+  /** Tokens matched in the prefix cache at the latest admission. */
+  prefixLen = 0;
+  /** Tokens to compute in the current extend step. */
+  extendInputLen = 0;
+  /** True while a prefill is split over several steps and more chunks remain. */
+  isChunked = false;
+
+  // --- outcome ---
+  finishReason: FinishReasonData | null = null;
+  /** Abort requested; applied at the next step. */
+  toFinish: FinishReasonData | null = null;
+  numRetractions = 0;
+  cachedTokens = 0;
+  /** Output ids already reported downstream. */
+  sendOffset = 0;
+  /** Prompt logprobs gathered so far (positions ≥ logprobStartLen). */
+  inputTokenLogprobs: [number | null, number][] | null = null;
+  inputTopLogprobs: ([number, number][] | null)[] | null = null;
+  inputLogprobsSent = false;
+  outputTokenLogprobs: [number, number][] = [];
+  outputTopLogprobs: [number, number][][] = [];
+
+  /**
+   * @param t tokenized request
+   * @param maxNewTokens clamped max_new_tokens
+   * @param eosIds model EOS ids
+   */
+  constructor(t: TokenizedReq, maxNewTokens: number, eosIds: readonly number[]) {
+    this.rid = t.rid;
+    this.originInputIds = t.inputIds;
+    this.params = t.params;
+    this.maxNewTokens = maxNewTokens;
+    this.rng = new Rng(t.rngSeed);
+    const stops = [...new Set([...eosIds, ...t.params.stopTokenIds])];
+    this.maskIds = stops;
+    this.stopTokenIds = t.params.ignoreEos ? [] : stops;
+    this.returnLogprob = t.returnLogprob;
+    this.logprobStartLen = t.logprobStartLen;
+    this.topLogprobsNum = t.topLogprobsNum;
+    this.stream = t.stream;
+    this.arrivalMs = t.arrivalMs;
+  }
+
+  /** Prompt + output tokens: what a (re-)prefill computes. */
+  fillIds(): number[] {
+    return this.outputIds.length === 0 ? (this.originInputIds as number[]) : [...this.originInputIds, ...this.outputIds];
+  }
+
+  /** Length of fillIds. */
+  get seqLen(): number {
+    return this.originInputIds.length + this.outputIds.length;
+  }
+
+  get isFinished(): boolean {
+    return this.finishReason !== null;
+  }
+
+  /** True when prompt logprobs are requested and not all computed yet. */
+  get wantsInputLogprobs(): boolean {
+    return this.returnLogprob && this.logprobStartLen >= 0 && this.logprobStartLen < this.originInputIds.length && !this.inputLogprobsSent;
+  }
+
+  /** Appends a sampled token and applies the stop rules (SGLang check_finished: length, then stop token). */
+  appendToken(id: number): void {
+    this.outputIds.push(id);
+    this.outputCounts.set(id, (this.outputCounts.get(id) ?? 0) + 1);
+    if (this.finishReason) return;
+    if (this.outputIds.length >= this.maxNewTokens) this.finishReason = { type: 'length', length: this.maxNewTokens };
+    else if (this.stopTokenIds.includes(id)) this.finishReason = { type: 'stop', matched: id };
+  }
+}

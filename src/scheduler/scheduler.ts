@@ -1,0 +1,522 @@
+// Scheduler: continuous batching over one model (SGLang managers/scheduler.py event_loop_normal,
+// get_next_batch_to_run, update_running_batch, process_batch_result). step() is synchronous:
+//   schedule (prefill first, else decode with retraction) → ForwardBatch → ModelRunner (forward + sample) → postprocess.
+// Speculative decoding and PD plug in at the seams: `appendToken` per accepted token, prebuilt admission, decode-only
+// steps; TP ranks wrap the ModelRunner.
+import { assert, InvalidRequestError } from '../common/index.js';
+import type { ForwardMode } from '../layers/index.js';
+import type { ModelRunner, SampleRowRequest, ScoreRowRequest } from '../executor/index.js';
+import type { MatchResult } from '../mem_cache/index.js';
+import { CacheManager } from './cache_manager.js';
+import { buildForwardBatch, type BatchEntry } from './forward_batch_builder.js';
+import type { FinishReasonData, ReqTokenOutput, TokenizedReq } from './io.js';
+import { Req } from './req.js';
+import { CLIP_MAX_NEW_TOKENS_ESTIMATION, PrefillBudget, sortWaitingQueue, type SchedulePolicy } from './schedule_policy.js';
+
+/** The scheduler's configuration slice. */
+export interface SchedulerConfig {
+  readonly pageSize: number;
+  readonly maxRunningRequests: number;
+  readonly maxPrefillTokens: number;
+  /** null = chunked prefill disabled. */
+  readonly chunkedPrefillSize: number | null;
+  readonly schedulePolicy: SchedulePolicy;
+  readonly scheduleConservativeness: number;
+  readonly enableMixedChunk: boolean;
+  readonly contextLength: number;
+  /** KV pool token capacity. */
+  readonly maxTotalNumTokens: number;
+  readonly eosTokenIds: readonly number[];
+  /** Keep every StepStats in `statsHistory` (tests). */
+  readonly recordStats?: boolean;
+}
+
+/** What one step did (asserted by tests; feeds metrics). */
+export interface StepStats {
+  readonly step: number;
+  readonly forwardMode: ForwardMode;
+  /** Requests in the forward. */
+  readonly numReqs: number;
+  readonly numExtendReqs: number;
+  readonly numDecodeReqs: number;
+  /** Token rows of extend entries. */
+  readonly numExtendTokens: number;
+  /** Prefix-cache hits (tokens) of requests admitted this step. */
+  readonly numCachedTokens: number;
+  /** True when a prefill chunk ran that is not its request's last. */
+  readonly hasUnfinishedChunk: boolean;
+  /** Requests retracted this step. */
+  readonly numRetracted: number;
+  readonly numFinished: number;
+  /** Running (decode) requests after the step. */
+  readonly numRunning: number;
+  readonly numWaiting: number;
+  readonly availableTokens: number;
+  readonly evictableTokens: number;
+  readonly newTokenRatio: number;
+}
+
+/** Result of one step. */
+export interface StepResult {
+  /** null when there was nothing to run. */
+  readonly stats: StepStats | null;
+  /** Token outputs (also those of aborts since the last step). */
+  readonly outputs: ReqTokenOutput[];
+}
+
+interface ExtendItem {
+  readonly req: Req;
+  readonly n: number;
+  readonly locs: Int32Array;
+  /** Prompt positions p (predicting p+1) scored this step. */
+  readonly scorePositions: number[];
+}
+
+const RETRACT_DECODE_STEPS = 20;
+const MAX_NEW_TOKENS_UNSET = 1 << 30;
+
+/** Continuous-batching scheduler. Single owner of KV and radix state. */
+export class Scheduler {
+  readonly cfg: SchedulerConfig;
+  readonly runner: ModelRunner;
+  readonly mem: CacheManager;
+  readonly waiting: Req[] = [];
+  readonly running: Req[] = [];
+  chunkedReq: Req | null = null;
+  readonly statsHistory: StepStats[] = [];
+  newTokenRatio: number;
+  readonly initNewTokenRatio: number;
+  readonly minNewTokenRatio: number;
+  readonly newTokenRatioDecay: number;
+  private stepCount = 0;
+  private pendingOutputs: ReqTokenOutput[] = [];
+  /** Cumulative counters (metrics). */
+  totalRetracted = 0;
+  totalPromptTokens = 0;
+  totalCachedTokens = 0;
+  totalGeneratedTokens = 0;
+
+  /**
+   * @param cfg scheduling slice
+   * @param runner model + KV pool
+   * @param mem request table, allocator and prefix cache
+   */
+  constructor(cfg: SchedulerConfig, runner: ModelRunner, mem: CacheManager) {
+    this.cfg = cfg;
+    this.runner = runner;
+    this.mem = mem;
+    // SGLang envs: SGLANG_INIT_NEW_TOKEN_RATIO 0.7, min factor 0.14, decay steps 600.
+    this.initNewTokenRatio = Math.min(0.7 * cfg.scheduleConservativeness, 1);
+    this.minNewTokenRatio = this.initNewTokenRatio * 0.14;
+    this.newTokenRatioDecay = (this.initNewTokenRatio - this.minNewTokenRatio) / 600;
+    this.newTokenRatio = this.initNewTokenRatio;
+  }
+
+  /** Longest sequence (prompt + output) a request may reach: min(contextLength, capacity) − 1 (SGLang max_req_len). */
+  get maxReqLen(): number {
+    return Math.min(this.cfg.contextLength - 1, this.cfg.maxTotalNumTokens - 1);
+  }
+
+  /** Longest prompt accepted (SGLang max_req_input_len = max_req_len − 5). */
+  get maxReqInputLen(): number {
+    return this.maxReqLen - 5;
+  }
+
+  /**
+   * Queues a tokenized request. max_new_tokens is clamped to max_req_len − input − 1 (SGLang).
+   * @throws InvalidRequestError for an empty or over-long prompt, or a duplicate rid
+   */
+  addRequest(t: TokenizedReq): void {
+    const inLen = t.inputIds.length;
+    if (inLen === 0) throw new InvalidRequestError('The input is empty.', 'input_ids');
+    if (inLen > this.maxReqInputLen) {
+      throw new InvalidRequestError(
+        `Input length (${inLen} tokens) exceeds the maximum allowed length (${this.maxReqInputLen} tokens). Use a shorter input or enable --allow-auto-truncate.`,
+        'input_ids',
+      );
+    }
+    if (this.findReq(t.rid)) throw new InvalidRequestError(`Duplicate request id ${t.rid}.`, 'rid');
+    const maxNew = Math.max(0, Math.min(t.params.maxNewTokens ?? MAX_NEW_TOKENS_UNSET, this.maxReqLen - inLen - 1));
+    this.waiting.push(new Req(t, maxNew, this.cfg.eosTokenIds));
+    this.totalPromptTokens += inLen;
+  }
+
+  /** True while anything is queued or running. */
+  get hasWork(): boolean {
+    return this.waiting.length > 0 || this.running.length > 0 || this.chunkedReq !== null || this.pendingOutputs.length > 0;
+  }
+
+  private findReq(rid: string): Req | undefined {
+    if (this.chunkedReq?.rid === rid) return this.chunkedReq;
+    return this.running.find((r) => r.rid === rid) ?? this.waiting.find((r) => r.rid === rid);
+  }
+
+  /**
+   * Finishes a request now (abort, or a stop string matched by the detokenizer), releasing its KV. Call between steps.
+   * @returns false for an unknown or already finished rid
+   */
+  finishReq(rid: string, reason: FinishReasonData): boolean {
+    const req = this.findReq(rid);
+    if (!req || req.isFinished) return false;
+    req.finishReason = reason;
+    const wi = this.waiting.indexOf(req);
+    if (wi >= 0) this.waiting.splice(wi, 1);
+    const ri = this.running.indexOf(req);
+    if (ri >= 0) this.running.splice(ri, 1);
+    if (this.chunkedReq === req) this.chunkedReq = null;
+    this.mem.releaseFinished(req);
+    if (reason.type === 'abort') this.pendingOutputs.push(this.makeOutput(req));
+    return true;
+  }
+
+  /** Aborts one request (SGLang AbortReq). */
+  abort(rid: string, message = 'Abort in waiting queue'): boolean {
+    const req = this.findReq(rid);
+    const msg = req && this.waiting.includes(req) ? message : 'Abort in running';
+    return this.finishReq(rid, { type: 'abort', message: msg });
+  }
+
+  /** Aborts every request. */
+  abortAll(): void {
+    for (const r of [...this.waiting, ...this.running, ...(this.chunkedReq ? [this.chunkedReq] : [])]) this.abort(r.rid);
+  }
+
+  /**
+   * Empties the prefix cache (SGLang flush_cache). Refused while requests are queued or running.
+   * @returns true if flushed
+   */
+  flushCache(): boolean {
+    if (this.waiting.length > 0 || this.running.length > 0 || this.chunkedReq) return false;
+    this.mem.cache.reset();
+    assert(this.mem.allocator.availableSize() === this.mem.allocator.size, () => `flushCache: ${this.mem.allocator.size - this.mem.allocator.availableSize()} KV tokens leaked`);
+    this.newTokenRatio = this.initNewTokenRatio;
+    return true;
+  }
+
+  /** One scheduling step: runs at most one forward. Synchronous. */
+  step(): StepResult {
+    const outputs = this.pendingOutputs;
+    this.pendingOutputs = [];
+    let cachedThisStep = 0;
+    let numRetracted = 0;
+    let extends_: ExtendItem[] = [];
+    let decodes: Req[] = [];
+
+    const prefill = this.schedulePrefill();
+    if (prefill) {
+      extends_ = prefill.extends;
+      decodes = prefill.decodes;
+      cachedThisStep = prefill.cached;
+    } else if (this.running.length > 0) {
+      numRetracted = this.prepareDecode();
+      decodes = [...this.running];
+    } else {
+      return { stats: null, outputs };
+    }
+
+    // Allocate one KV slot for each decode (checked to fit).
+    const decodeLocs = decodes.map((req) => {
+      const locs = this.mem.allocTokens(req, 1);
+      assert(locs, () => `decode allocation failed for ${req.rid}`);
+      return locs;
+    });
+
+    // Lower to a ForwardBatch.
+    const entries: BatchEntry[] = [];
+    const sample: SampleRowRequest[] = [];
+    const score: ScoreRowRequest[] = [];
+    const sampled: Req[] = [];
+    const scoreOwners: { req: Req; pos: number }[] = [];
+    let numExtendTokens = 0;
+    let logitIdx = 0;
+    for (const it of extends_) {
+      const { req, n } = it;
+      const fill = req.fillIds();
+      const start = req.kvCommittedLen;
+      const completes = start + n === fill.length;
+      const offsets: number[] = [];
+      for (const p of it.scorePositions) {
+        offsets.push(p - start);
+        score.push({ logitIdx: logitIdx++, tokenId: fill[p + 1], topLogprobsNum: req.topLogprobsNum });
+        scoreOwners.push({ req, pos: p });
+      }
+      if (completes && req.maxNewTokens > 0) {
+        offsets.push(n - 1);
+        sample.push({ logitIdx: logitIdx++, info: this.samplingInfo(req) });
+        sampled.push(req);
+      }
+      entries.push({ reqPoolIdx: req.reqPoolIdx, prefixLen: start, inputIds: fill.slice(start, start + n), outCacheLoc: it.locs, isDecode: false, logitOffsets: offsets });
+      numExtendTokens += n;
+    }
+    decodes.forEach((req, i) => {
+      entries.push({ reqPoolIdx: req.reqPoolIdx, prefixLen: req.kvCommittedLen, inputIds: [req.outputIds[req.outputIds.length - 1]], outCacheLoc: decodeLocs[i], isDecode: true, logitOffsets: [0] });
+      sample.push({ logitIdx: logitIdx++, info: this.samplingInfo(req) });
+      sampled.push(req);
+    });
+    const batch = buildForwardBatch(entries, this.mem.reqToTokenPool.reqToToken, this.mem.reqToTokenPool.maxContextLen, this.runner.kvPool);
+    const result = this.runner.run(batch, sample, score);
+
+    // Postprocess: commit KV, record logprobs, append tokens, finish.
+    result.scores.forEach((s, i) => {
+      const { req, pos } = scoreOwners[i];
+      req.inputTokenLogprobs!.push([s.logprob, req.originInputIds[pos + 1]]);
+      req.inputTopLogprobs!.push(s.topLogprobs);
+    });
+    let hasUnfinishedChunk = false;
+    const touched: Req[] = [];
+    for (const it of extends_) {
+      const req = it.req;
+      req.kvCommittedLen += it.n;
+      if (req.kvCommittedLen < req.seqLen) {
+        req.isChunked = true;
+        this.chunkedReq = req;
+        hasUnfinishedChunk = true;
+        this.mem.cacheUnfinished(req);
+      } else {
+        req.isChunked = false;
+        if (this.chunkedReq === req) this.chunkedReq = null;
+        if (req.maxNewTokens === 0) req.finishReason = { type: 'length', length: 0 };
+        touched.push(req);
+      }
+    }
+    for (const req of decodes) {
+      req.kvCommittedLen += 1;
+      touched.push(req);
+    }
+    result.samples.forEach((s, i) => {
+      const req = sampled[i];
+      req.appendToken(s.tokenId);
+      this.totalGeneratedTokens++;
+      if (req.returnLogprob) {
+        req.outputTokenLogprobs.push([s.logprob, s.tokenId]);
+        req.outputTopLogprobs.push(s.topLogprobs);
+      }
+    });
+    let numFinished = 0;
+    for (const req of touched) {
+      if (req.isFinished) {
+        numFinished++;
+        const ri = this.running.indexOf(req);
+        if (ri >= 0) this.running.splice(ri, 1);
+        this.mem.releaseFinished(req);
+      } else if (!this.running.includes(req)) {
+        this.running.push(req);
+      }
+      outputs.push(this.makeOutput(req));
+    }
+
+    const stats: StepStats = {
+      step: this.stepCount++,
+      forwardMode: batch.forwardMode,
+      numReqs: entries.length,
+      numExtendReqs: extends_.length,
+      numDecodeReqs: decodes.length,
+      numExtendTokens,
+      numCachedTokens: cachedThisStep,
+      hasUnfinishedChunk,
+      numRetracted,
+      numFinished,
+      numRunning: this.running.length,
+      numWaiting: this.waiting.length,
+      availableTokens: this.mem.allocator.availableSize(),
+      evictableTokens: this.mem.cache.evictableSize(),
+      newTokenRatio: this.newTokenRatio,
+    };
+    if (this.cfg.recordStats) this.statsHistory.push(stats);
+    return { stats, outputs };
+  }
+
+  private samplingInfo(req: Req) {
+    return {
+      params: req.params,
+      rng: req.rng,
+      outputCounts: req.outputCounts,
+      numOutputTokens: req.outputIds.length,
+      stopTokenIds: req.maskIds,
+      topLogprobsNum: req.returnLogprob ? req.topLogprobsNum : 0,
+    };
+  }
+
+  /** Builds this step's prefill (SGLang get_new_batch_prefill + PrefillAdder), allocating its KV. Null if none. */
+  private schedulePrefill(): { extends: ExtendItem[]; decodes: Req[]; cached: number } | null {
+    if (this.waiting.length === 0 && !this.chunkedReq) return null;
+    const P = this.cfg.pageSize;
+    let mixedDecodes: Req[] = this.cfg.enableMixedChunk ? [...this.running] : [];
+    const budget = new PrefillBudget(
+      this.mem.availableWithEvictable(),
+      this.running,
+      this.newTokenRatio,
+      this.cfg.maxPrefillTokens,
+      this.cfg.chunkedPrefillSize,
+      mixedDecodes.length,
+      P,
+    );
+    const plan: { req: Req; n: number }[] = [];
+    let cached = 0;
+    const chunked = this.chunkedReq;
+    if (chunked) {
+      const remaining = chunked.seqLen - chunked.kvCommittedLen;
+      const n = budget.chunkedReqTokens(remaining);
+      if (n > 0) {
+        plan.push({ req: chunked, n });
+        budget.take(n, n === remaining ? Math.min(chunked.maxNewTokens - chunked.outputIds.length, CLIP_MAX_NEW_TOKENS_ESTIMATION) : 0);
+      }
+    }
+    sortWaitingQueue(this.waiting, this.cfg.schedulePolicy, this.mem.cache);
+    let numAdmitted = 0;
+    for (const req of [...this.waiting]) {
+      if (chunked && plan.length === 1 && plan[0].n < chunked.seqLen - chunked.kvCommittedLen) break;
+      if (this.running.length + numAdmitted + (chunked ? 1 : 0) >= this.cfg.maxRunningRequests) break;
+      if (this.mem.reqToTokenPool.availableSize() === 0) break;
+      if (budget.state() !== 'continue') break;
+      const match: MatchResult = this.mem.matchForAdmission(req);
+      const extendLen = req.seqLen - match.indices.length;
+      const { tokens, result } = budget.newReqTokens(req, extendLen, plan.length > 0);
+      if (result !== 'continue') break;
+      this.mem.admit(req, match);
+      req.cachedTokens += match.indices.length;
+      cached += match.indices.length;
+      this.totalCachedTokens += match.indices.length;
+      req.inputTokenLogprobs ??= req.wantsInputLogprobs ? [] : null;
+      req.inputTopLogprobs ??= req.wantsInputLogprobs ? [] : null;
+      if (req.wantsInputLogprobs && req.logprobStartLen === 0 && req.inputTokenLogprobs!.length === 0) {
+        req.inputTokenLogprobs!.push([null, req.originInputIds[0]]);
+        req.inputTopLogprobs!.push(null);
+      }
+      const reserve = tokens === extendLen ? Math.min(req.maxNewTokens - req.outputIds.length, CLIP_MAX_NEW_TOKENS_ESTIMATION) : 0;
+      budget.take(tokens, reserve);
+      this.waiting.splice(this.waiting.indexOf(req), 1);
+      plan.push({ req, n: tokens });
+      numAdmitted++;
+      if (tokens < extendLen) {
+        req.isChunked = true;
+        this.chunkedReq = req;
+        break;
+      }
+    }
+    if (plan.length === 0) return null;
+
+    // Memory: extends first; mixed decodes only if their pages also fit.
+    const extendPages = plan.reduce((s, p) => s + this.mem.allocator.pagesNeeded(p.req.kvCommittedLen, p.n), 0) * P;
+    const decodePages = mixedDecodes.filter((r) => r.kvCommittedLen % P === 0).length * P;
+    if (mixedDecodes.length > 0 && !this.mem.ensureFree(extendPages + decodePages)) mixedDecodes = [];
+    const items: ExtendItem[] = [];
+    for (const { req, n } of plan) {
+      const locs = this.mem.allocTokens(req, n);
+      if (!locs) {
+        // Budget estimate was optimistic (page rounding): put the request back untouched.
+        if (req === chunked) continue; // the in-progress chunk waits for the next step
+        this.mem.releaseRetracted(req);
+        if (this.chunkedReq === req) this.chunkedReq = null;
+        this.waiting.unshift(req);
+        continue;
+      }
+      items.push({ req, n, locs, scorePositions: this.scorePositions(req, n) });
+    }
+    if (items.length === 0) return null;
+    return { extends: items, decodes: mixedDecodes, cached };
+  }
+
+  /** Prompt positions p in this extend whose logits give the logprob of prompt token p+1. */
+  private scorePositions(req: Req, n: number): number[] {
+    if (!req.wantsInputLogprobs) return [];
+    const L = req.originInputIds.length;
+    const from = Math.max(req.kvCommittedLen, Math.max(req.logprobStartLen, 1) - 1);
+    const to = Math.min(req.kvCommittedLen + n, L - 1);
+    const out: number[] = [];
+    for (let p = from; p < to; p++) out.push(p);
+    return out;
+  }
+
+  /**
+   * Makes room for one more token per running request (SGLang update_running_batch / check_decode_mem /
+   * retract_decode): evict the prefix cache, then retract the requests with the fewest generated tokens (ties: the
+   * longest prompt) back to the waiting queue, keeping at least one. Updates new_token_ratio.
+   * @returns number of retracted requests
+   */
+  private prepareDecode(): number {
+    const P = this.cfg.pageSize;
+    const pagesFor = (reqs: readonly Req[]): number => reqs.filter((r) => r.kvCommittedLen % P === 0).length * P;
+    let numRetracted = 0;
+    if (!this.mem.ensureFree(pagesFor(this.running))) {
+      const order = [...this.running].sort(
+        (a, b) => b.outputIds.length - a.outputIds.length || a.originInputIds.length - b.originInputIds.length,
+      );
+      while (!this.mem.ensureFree(pagesFor(order))) {
+        if (order.length > 1) {
+          const victim = order.pop()!;
+          this.retract(victim);
+          numRetracted++;
+        } else if (this.chunkedReq) {
+          this.retract(this.chunkedReq);
+          numRetracted++;
+        } else {
+          assert(false, 'decode: out of KV cache with one request left (pool smaller than one request)');
+        }
+      }
+      // retract() removed the victims from this.running; survivors keep their order.
+      let gen = 0;
+      let maxNew = 0;
+      for (const r of this.running) {
+        gen += r.outputIds.length;
+        maxNew += r.maxNewTokens;
+      }
+      this.newTokenRatio = Math.min(1, (gen + RETRACT_DECODE_STEPS * this.running.length) / (maxNew + 1));
+    } else {
+      this.newTokenRatio = Math.max(this.newTokenRatio - this.newTokenRatioDecay, this.minNewTokenRatio);
+    }
+    return numRetracted;
+  }
+
+  private retract(req: Req): void {
+    this.mem.releaseRetracted(req);
+    req.numRetractions++;
+    this.totalRetracted++;
+    if (this.chunkedReq === req) this.chunkedReq = null;
+    const ri = this.running.indexOf(req);
+    if (ri >= 0) this.running.splice(ri, 1);
+    if (!req.inputLogprobsSent) {
+      req.inputTokenLogprobs = null;
+      req.inputTopLogprobs = null;
+    }
+    this.waiting.push(req);
+  }
+
+  private makeOutput(req: Req): ReqTokenOutput {
+    const newIds = req.outputIds.slice(req.sendOffset);
+    const lpFrom = req.sendOffset;
+    req.sendOffset = req.outputIds.length;
+    const out: {
+      -readonly [K in keyof ReqTokenOutput]: ReqTokenOutput[K];
+    } = {
+      rid: req.rid,
+      newIds,
+      finishReason: req.finishReason,
+      promptTokens: req.originInputIds.length,
+      completionTokens: req.outputIds.length,
+      cachedTokens: req.cachedTokens,
+      numRetractions: req.numRetractions,
+    };
+    if (req.returnLogprob) {
+      out.outputTokenLogprobs = req.outputTokenLogprobs.slice(lpFrom);
+      out.outputTopLogprobs = req.outputTopLogprobs.slice(lpFrom);
+      if (req.inputTokenLogprobs && !req.inputLogprobsSent) {
+        out.inputTokenLogprobs = req.inputTokenLogprobs ?? [];
+        out.inputTopLogprobs = req.inputTopLogprobs ?? [];
+        req.inputLogprobsSent = true;
+      }
+    }
+    return out;
+  }
+
+  /** Live counters (for EngineLoad). */
+  load(): { numRunning: number; numWaiting: number; usedTokens: number; evictable: number } {
+    const a = this.mem.allocator;
+    return {
+      numRunning: this.running.length + (this.chunkedReq ? 1 : 0),
+      numWaiting: this.waiting.length,
+      usedTokens: a.size - a.availableSize() - this.mem.cache.evictableSize(),
+      evictable: this.mem.cache.evictableSize(),
+    };
+  }
+}
