@@ -2,3 +2,6 @@
 export {};
 export * from './tokenizer.js';
 export * from './incremental_detokenizer.js';
+export * from './chat_template.js';
+export * from './encoding_dsv32.js';
+export * from './tiny_tokenizer.js';
