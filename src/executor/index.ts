@@ -2,3 +2,4 @@
 export {};
 export * from './model_runner.js';
 export * from './tiny_weights.js';
+export * from './memory_plan.js';

@@ -4,15 +4,17 @@ import { assert, OutOfKVCacheError } from '../common/index.js';
 
 /**
  * A `[size, maxContextLen]` i32 table of KV locs plus a free list of rows.
- * The table is shared (not copied) into every ForwardBatch as `reqToToken`.
+ * The table is shared (not copied) into every ForwardBatch as `reqToToken`. Rows are handed out lowest first and the
+ * table's storage grows (doubling) as higher rows are first used, so thousands of rows of a long context cost memory
+ * only when that many requests really run. NOTE: growth replaces the array; read `reqToToken` per step.
  */
 export class ReqToTokenPool {
   /** Number of rows (max concurrently running requests). */
   readonly size: number;
   /** Row length: the longest sequence (prompt + output) a request may reach. */
   readonly maxContextLen: number;
-  /** [size, maxContextLen] i32 req row × position → loc. */
-  readonly reqToToken: Int32Array;
+  /** [committedRows, maxContextLen] i32 req row × position → loc (committedRows ≤ size grows on demand). */
+  reqToToken: Int32Array;
   private readonly freeRows: number[];
 
   /**
@@ -24,7 +26,7 @@ export class ReqToTokenPool {
     assert(size > 0 && maxContextLen > 0, 'ReqToTokenPool: sizes must be positive');
     this.size = size;
     this.maxContextLen = maxContextLen;
-    this.reqToToken = new Int32Array(size * maxContextLen);
+    this.reqToToken = new Int32Array(Math.min(size, 4) * maxContextLen);
     // Pop from the end: lowest row first.
     this.freeRows = Array.from({ length: size }, (_, i) => size - 1 - i);
   }
@@ -41,6 +43,12 @@ export class ReqToTokenPool {
   alloc(): number {
     const row = this.freeRows.pop();
     if (row === undefined) throw new OutOfKVCacheError('ReqToTokenPool: no free request slot');
+    const rows = this.reqToToken.length / this.maxContextLen;
+    if (row >= rows) {
+      const grown = new Int32Array(Math.min(this.size, Math.max(row + 1, rows * 2)) * this.maxContextLen);
+      grown.set(this.reqToToken);
+      this.reqToToken = grown;
+    }
     return row;
   }
 
