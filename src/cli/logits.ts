@@ -1,21 +1,24 @@
 // `tsglang logits`: the model bring-up tool. Loads a checkpoint, runs a prompt of raw token ids, prints exactly one
-// JSON object on stdout: {"logits": {"<position>": [vocabSize floats]}, "greedy": [ids]} ("greedy" only with --greedy).
-// Logs and the progress bar go to stderr.
+// JSON object on stdout: {"logits": {"<position>": [vocabSize floats]}, "greedy": [ids], "mtp_logits": {"<position>": [...]}}
+// ("greedy" only with --greedy, "mtp_logits" only with --mtp-next-tokens). Logs and the progress bar go to stderr.
 import { parseArgs } from 'node:util';
 import { InvalidRequestError, Logger, TsglangError } from '../common/index.js';
 import { createCpuOps } from '../kernels/index.js';
 import { SimpleBatchContext } from '../layers/index.js';
 import { KVPool } from '../mem_cache/index.js';
-import { loadModel } from '../models/index.js';
+import { loadModel, mtpLayerOf } from '../models/index.js';
 import type { CausalLM } from '../models/index.js';
 
 const USAGE = `usage: tsglang logits --model-path DIR --input-ids 3,17,42 [--positions last|all|0,5,9] [--greedy N]
-                      [--json-model-override-args JSON]
+                      [--mtp-next-tokens T0,...,Tn-1] [--json-model-override-args JSON]
 
   --model-path DIR                  local Hugging Face checkpoint directory (config.json + safetensors)
   --input-ids IDS                   comma-separated token ids, used as given (no BOS added)
   --positions last|all|LIST         prompt positions whose logits are printed (default: last)
   --greedy N                        also decode N tokens greedily through the KV cache (no EOS stop)
+  --mtp-next-tokens IDS             DeepSeek MTP layer: one token per prompt position; pair i = (final-norm hidden
+                                    state at position i, Ti) runs as one sequence at positions 0..n-1; adds
+                                    "mtp_logits" for --positions
   --json-model-override-args JSON   JSON object merged over config.json (top-level keys)
 `;
 
@@ -27,6 +30,8 @@ export interface LogitsArgs {
   readonly positions: 'last' | 'all' | number[];
   readonly greedy: number | null;
   readonly overrideArgs: string | undefined;
+  /** --mtp-next-tokens: one token per prompt position, or null. */
+  readonly mtpNextTokens: number[] | null;
 }
 
 /**
@@ -44,6 +49,7 @@ export function parseLogitsArgs(argv: string[]): LogitsArgs {
         positions: { type: 'string', default: 'last' },
         greedy: { type: 'string' },
         'json-model-override-args': { type: 'string' },
+        'mtp-next-tokens': { type: 'string' },
       },
       strict: true,
       allowPositionals: false,
@@ -70,7 +76,14 @@ export function parseLogitsArgs(argv: string[]): LogitsArgs {
     greedy = Number(g);
   }
   const ov = values['json-model-override-args'];
-  return { modelPath, inputIds, positions, greedy, overrideArgs: typeof ov === 'string' ? ov : undefined };
+  let mtpNextTokens: number[] | null = null;
+  if (typeof values['mtp-next-tokens'] === 'string') {
+    mtpNextTokens = parseIntList(values['mtp-next-tokens'], '--mtp-next-tokens');
+    if (mtpNextTokens.length !== inputIds.length) {
+      throw new InvalidRequestError(`--mtp-next-tokens has ${mtpNextTokens.length} ids but the prompt has ${inputIds.length} positions (one next token per position)`, 'mtp-next-tokens');
+    }
+  }
+  return { modelPath, inputIds, positions, greedy, overrideArgs: typeof ov === 'string' ? ov : undefined, mtpNextTokens };
 }
 
 function parseIntList(text: string, flag: string): number[] {
@@ -96,29 +109,33 @@ export interface LogitsResult {
   readonly logits: Map<number, Float32Array>;
   /** Greedy continuation (absent without --greedy). */
   readonly greedy?: number[];
+  /** position → [vocabSize] MTP-layer logits (only with --mtp-next-tokens). */
+  readonly mtpLogits?: Map<number, Float32Array>;
 }
 
 /**
  * Runs the prompt as one extend (logits of the wanted positions), then `greedy` tokens one decode at a time.
  * @throws InvalidRequestError for a token id outside the vocabulary
  */
-export function computeLogits(model: CausalLM, inputIds: readonly number[], positions: 'last' | 'all' | readonly number[], greedy: number | null): LogitsResult {
+export function computeLogits(model: CausalLM, inputIds: readonly number[], positions: 'last' | 'all' | readonly number[], greedy: number | null, mtpNextTokens: readonly number[] | null = null): LogitsResult {
   const V = model.config.vocabSize;
   inputIds.forEach((id, i) => {
     if (id >= V) throw new InvalidRequestError(`--input-ids: id ${id} at position ${i} is outside the vocabulary [0, ${V})`, 'input-ids');
   });
   const n = inputIds.length;
   const wanted = positions === 'last' ? [n - 1] : positions === 'all' ? [...Array(n).keys()] : [...positions];
-  const rows = [...new Set([...wanted, n - 1])].sort((a, b) => a - b);
+  // with --mtp-next-tokens every position's final-norm hidden state feeds the MTP layer
+  const rows = mtpNextTokens ? [...Array(n).keys()] : [...new Set([...wanted, n - 1])].sort((a, b) => a - b);
   const maxLen = n + Math.max(0, greedy ?? 0);
   const ctx = new SimpleBatchContext(new KVPool(model.kvPoolLayout(), maxLen + 1), 1, maxLen);
   const req = ctx.addReq();
   const batch = ctx.makeBatch([{ req, inputIds }], { logits: 'all' });
-  const prefill = model.forward({ ...batch, logitRows: Int32Array.from(rows) });
+  const prefill = model.forward({ ...batch, logitRows: Int32Array.from(rows), captureHiddenStates: mtpNextTokens !== null });
   const row = (i: number): Float32Array => prefill.logits.slice(i * V, (i + 1) * V);
   const logits = new Map<number, Float32Array>();
   for (const p of wanted) logits.set(p, row(rows.indexOf(p)));
-  if (greedy === null) return { logits };
+  const mtpLogits = mtpNextTokens ? computeMtpLogits(model, prefill.hiddenStates!, mtpNextTokens, wanted) : undefined;
+  if (greedy === null) return { logits, mtpLogits };
   const tokens: number[] = [];
   let last = row(rows.indexOf(n - 1));
   for (let i = 0; i < greedy; i++) {
@@ -127,7 +144,29 @@ export function computeLogits(model: CausalLM, inputIds: readonly number[], posi
     if (i === greedy - 1) break;
     last = model.forward(ctx.makeBatch([{ req, inputIds: [tok] }])).logits;
   }
-  return { logits, greedy: tokens };
+  return { logits, greedy: tokens, mtpLogits };
+}
+
+/**
+ * Runs the MTP layer over pairs (hidden[i], nextTokens[i]) as one sequence at positions 0..n-1 with its own KV cache
+ * (SGLang draft-extend convention, fixtures/README.md) and returns the logits of `wanted` positions.
+ * @param hidden [n, hiddenSize] f32 final-norm hidden states of prompt positions 0..n-1
+ * @throws InvalidRequestError when the model has no MTP layer or a token is outside the vocabulary
+ */
+function computeMtpLogits(model: CausalLM, hidden: Float32Array, nextTokens: readonly number[], wanted: readonly number[]): Map<number, Float32Array> {
+  const mtp = mtpLayerOf(model);
+  if (mtp === null) {
+    throw new InvalidRequestError(`--mtp-next-tokens: the checkpoint has no MTP layer (no model.layers.${model.config.numHiddenLayers}.* nextn tensors for ${model.config.architectures.join(', ')})`, 'mtp-next-tokens');
+  }
+  const V = model.config.vocabSize;
+  nextTokens.forEach((id, i) => {
+    if (id >= V) throw new InvalidRequestError(`--mtp-next-tokens: id ${id} at position ${i} is outside the vocabulary [0, ${V})`, 'mtp-next-tokens');
+  });
+  const n = nextTokens.length;
+  const ctx = new SimpleBatchContext(new KVPool(mtp.kvPoolLayout(), n + 1), 1, n);
+  const batch = ctx.makeBatch([{ req: ctx.addReq(), inputIds: nextTokens }]);
+  const out = mtp.forward({ ...batch, logitRows: Int32Array.from(wanted) }, hidden);
+  return new Map(wanted.map((p, i) => [p, out.logits.slice(i * V, (i + 1) * V)]));
 }
 
 /** JSON text of a LogitsResult: {"logits": {"<pos>": [...]}, "greedy": [...]} (floats as shortest round-trip of f32). */
@@ -136,6 +175,10 @@ export function formatLogitsJson(res: LogitsResult): string {
   for (const [p, l] of [...res.logits].sort((a, b) => a[0] - b[0])) parts.push(`${JSON.stringify(String(p))}:[${Array.from(l, (x) => (Number.isFinite(x) ? String(x) : 'null')).join(',')}]`);
   let s = `{"logits":{${parts.join(',')}}`;
   if (res.greedy) s += `,"greedy":${JSON.stringify(res.greedy)}`;
+  if (res.mtpLogits) {
+    const m = [...res.mtpLogits].sort((a, b) => a[0] - b[0]).map(([p, l]) => `${JSON.stringify(String(p))}:[${Array.from(l, (x) => (Number.isFinite(x) ? String(x) : 'null')).join(',')}]`);
+    s += `,"mtp_logits":{${m.join(',')}}`;
+  }
   return s + '}';
 }
 
@@ -158,7 +201,7 @@ export async function run(argv: string[]): Promise<number> {
   try {
     const logger = new Logger('info');
     const { model } = loadModel(args.modelPath, { ops: createCpuOps(), overrides: args.overrideArgs ?? {}, logger });
-    const res = computeLogits(model, args.inputIds, args.positions, args.greedy);
+    const res = computeLogits(model, args.inputIds, args.positions, args.greedy, args.mtpNextTokens);
     process.stdout.write(formatLogitsJson(res) + '\n');
     return 0;
   } catch (err) {
