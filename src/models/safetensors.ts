@@ -179,7 +179,16 @@ export class Checkpoint {
           if (!existsSync(path)) {
             throw new ModelLoadError(`missing shard ${path} (listed in ${indexPath} for tensor '${names[0]}' and ${names.length - 1} more)`, { file: path, tensor: names[0] });
           }
-          const sf = SafetensorsFile.open(path);
+          let sf: SafetensorsFile;
+          try {
+            sf = SafetensorsFile.open(path);
+          } catch (err) {
+            // Name a tensor the broken shard should hold when the file-level error cannot.
+            if (err instanceof ModelLoadError && err.tensor === null) {
+              throw new ModelLoadError(`${err.message} (shard holds tensor '${names[0]}' and ${names.length - 1} more)`, { file: path, tensor: names[0] }, { cause: err });
+            }
+            throw err;
+          }
           opened.push(sf);
           for (const name of names) {
             if (!sf.tensors.has(name)) throw new ModelLoadError(`${path}: tensor '${name}' is listed in ${indexPath} but missing from the shard`, { file: path, tensor: name });
