@@ -158,15 +158,20 @@ export class DsaIndexer {
     ops.rope(k, numTokens, positions, { numHeads: 1, headDim }, this.rope);
     const indexK = kvPool.buffer(kvLayer, INDEX_K_BUFFER);
     for (let t = 0; t < numTokens; t++) indexK.set(k.subarray(t * headDim, (t + 1) * headDim), outCacheLoc[t] * headDim);
-    // 2. queries and head weights
-    const q = ops.matmul(qLatent, numTokens, this.w.wqB); // [T, numHeads·headDim]
-    ops.rope(q, numTokens, positions, { numHeads, headDim }, this.rope);
-    const weights = ops.matmul(hidden, numTokens, this.w.weightsProj); // [T, numHeads]
-    for (let i = 0; i < weights.length; i++) weights[i] *= this.softmaxFold;
-    // 3. per row: scores over its causal keys, top-k
-    const indices = new Int32Array(numTokens * topK).fill(-1);
+    // 2. queries and head weights — only needed when some row has more causal keys than topK ("k-only" otherwise,
+    //    as SGLang's indexer skips the logits when max_kv_len <= index_topk)
     let maxKeys = 0;
     for (let i = 0; i < batch.numReqs; i++) maxKeys = Math.max(maxKeys, batch.extendPrefixLens[i] + batch.extendSeqLens[i]);
+    let q: Float32Array = new Float32Array(0);
+    let weights: Float32Array = new Float32Array(0);
+    if (maxKeys > topK) {
+      q = ops.matmul(qLatent, numTokens, this.w.wqB); // [T, numHeads·headDim]
+      ops.rope(q, numTokens, positions, { numHeads, headDim }, this.rope);
+      weights = ops.matmul(hidden, numTokens, this.w.weightsProj); // [T, numHeads]
+      for (let i = 0; i < weights.length; i++) weights[i] *= this.softmaxFold;
+    }
+    // 3. per row: scores over its causal keys, top-k
+    const indices = new Int32Array(numTokens * topK).fill(-1);
     const scores = new Float32Array(maxKeys);
     for (let i = 0; i < batch.numReqs; i++) {
       const start = batch.extendStartLoc[i];
