@@ -8,6 +8,7 @@ import { parseOverrideArgs } from '../config/index.js';
 import { writeTinyCheckpoint } from '../executor/index.js';
 import type { TinyCheckpoint } from '../executor/index.js';
 import { MODEL_DEFINITIONS } from '../models/index.js';
+import { tinyTokenizerFamily, tinyTokenizerSpec, writeTinyTokenizer } from '../tokenizer/index.js';
 
 const USAGE = `usage: tsglang make-tiny --arch ARCH --out DIR [--seed S] [--preset tiny] [--num-shards N]
                          [--json-model-override-args JSON]
@@ -81,11 +82,14 @@ export async function run(argv: string[]): Promise<number> {
   const logger = new Logger('info');
   try {
     const args = parseMakeTinyArgs(argv);
+    // Tokenizer step (D2): the tokenizer fixes vocab_size / bos / eos in config.json (flags still win).
+    const tokSpec = MODEL_DEFINITIONS.some((d) => d.tinyArchNames.includes(args.arch)) ? tinyTokenizerSpec(tinyTokenizerFamily(args.arch)) : null;
     const ckpt: TinyCheckpoint = writeTinyCheckpoint(args.arch, args.out, {
-      seed: args.seed, preset: args.preset, numShards: args.numShards, configOverrides: args.configOverrides,
+      seed: args.seed, preset: args.preset, numShards: args.numShards, configOverrides: { ...(tokSpec?.configOverrides ?? {}), ...args.configOverrides },
     });
-    // Tokenizer step (D2): tokenizer.json, tokenizer_config.json, generation_config.json, chat template go here.
-    logger.info(`wrote tiny ${args.arch} checkpoint to ${ckpt.dir}: ${ckpt.files.join(', ')}`);
+    // Tokenizer step (D2): tokenizer.json, tokenizer_config.json, generation_config.json, chat template.
+    const tokFiles = tokSpec ? writeTinyTokenizer(ckpt.dir, tokSpec.family) : [];
+    logger.info(`wrote tiny ${args.arch} checkpoint to ${ckpt.dir}: ${[...ckpt.files, ...tokFiles].join(', ')}`);
     return 0;
   } catch (err) {
     if (err instanceof TsglangError) {

@@ -1,5 +1,7 @@
 // Reasoning / tool-call parsing of chat outputs as serving_chat needs it: one streaming processor per choice
 // and a one-shot parse. The plain implementation returns all text as content (no parser configured).
+import { ChatOutputProcessor, parseChatOutput } from '../parsers/index.js';
+import type { ChatParseOptions, ChatDelta as ParserDelta } from '../parsers/index.js';
 import type { ToolCallWire } from '../protocol/index.js';
 
 /** One streaming delta = one SSE chunk. */
@@ -55,3 +57,51 @@ export const PLAIN_CHAT_OUTPUT: ChatOutputParsing = {
     return { content: text, reasoningContent: null, toolCalls: null };
   },
 };
+
+/**
+ * The parsers of parsers/ (reasoning and tool-call detectors) for the server's --reasoning-parser and
+ * --tool-call-parser.
+ */
+export class ParserChatOutput implements ChatOutputParsing {
+  /**
+   * @param reasoningParser --reasoning-parser name, or null
+   * @param toolCallParser --tool-call-parser name, or null
+   */
+  constructor(private readonly reasoningParser: string | null, private readonly toolCallParser: string | null) {}
+
+  private options(req: ChatParseRequest): ChatParseOptions {
+    return {
+      reasoningParser: this.reasoningParser,
+      toolCallParser: this.toolCallParser,
+      tools: req.tools,
+      toolChoice: req.toolChoice,
+      separateReasoning: req.separateReasoning,
+      streamReasoning: req.streamReasoning,
+      chatTemplateKwargs: req.chatTemplateKwargs as Record<string, unknown> | null,
+    };
+  }
+
+  stream(req: ChatParseRequest): ChatStreamParser {
+    const p = new ChatOutputProcessor(this.options(req));
+    const conv = (ds: ParserDelta[]): ChatDelta[] => ds.flatMap((d): ChatDelta[] => {
+      if (d.reasoningContent !== undefined) return [{ reasoningContent: d.reasoningContent }];
+      if (d.content !== undefined) return [{ content: d.content }];
+      if (d.toolCall !== undefined) return [{ toolCall: { ...d.toolCall } }];
+      return [];
+    });
+    return {
+      push: (text: string) => conv(p.push(text)),
+      finish: () => conv(p.finish()),
+      get hasToolCalls() { return p.hasToolCalls; },
+    };
+  }
+
+  parse(text: string, req: ChatParseRequest): ParsedChatOutput {
+    const r = parseChatOutput(text, this.options(req));
+    return {
+      content: r.content,
+      reasoningContent: r.reasoningContent,
+      toolCalls: r.toolCalls.length ? r.toolCalls.map((c) => ({ id: c.id, type: 'function' as const, index: c.index, function: { name: c.name, arguments: c.arguments } })) : null,
+    };
+  }
+}

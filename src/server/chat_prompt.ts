@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { Template } from '@huggingface/jinja';
 import { InvalidRequestError, ModelLoadError } from '../common/index.js';
+import type { ChatPromptBuilder, ChatRequestLike } from '../tokenizer/index.js';
 
 /** A rendered chat prompt: text segments to tokenize without added special tokens, then concatenate. */
 export interface ChatPrompt {
@@ -76,5 +77,16 @@ export class JinjaChatPrompt implements ChatPromptSource {
       throw new InvalidRequestError(`chat template error: ${(err as Error).message}`, 'messages', { cause: err });
     }
     return { text, segments: [text] };
+  }
+}
+
+/** Prompt construction by tokenizer/'s ChatPromptBuilder (SGLang preprocessing, HF template or DeepSeek-V3.2 encoder). */
+export class BuilderChatPrompt implements ChatPromptSource {
+  /** @param builder built once at start-up (ChatPromptBuilder.fromModelDir) */
+  constructor(private readonly builder: ChatPromptBuilder) {}
+
+  build(request: Record<string, unknown>, rawBody?: string): ChatPrompt {
+    const r = this.builder.build(request as ChatRequestLike, rawBody !== undefined ? { rawBody } : {});
+    return { text: r.text, segments: r.segments };
   }
 }

@@ -128,7 +128,7 @@ export async function handleChatCompletion(deps: ServerDeps, ex: Exchange, body:
         message: { role: 'assistant', content: parsed.content, reasoning_content: parsed.reasoningContent, tool_calls: toolCalls },
         logprobs: req.logprobs ? { content: chatLogprobs(deps.tokenizer, c.outputTokenLogprobs, c.outputTopLogprobs) } : null,
         finish_reason: finish,
-        matched_stop: matchedStop(c.finishReason),
+        matched_stop: toolCalls ? null : matchedStop(c.finishReason),
       };
     }),
     usage: usageOf(choices, deps),
