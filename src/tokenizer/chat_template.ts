@@ -34,6 +34,11 @@ export interface BuiltPrompt {
   segments: string[];
 }
 
+/** SGLang's preprocessing result: template variables (Jinja) or encoder input (DeepSeek-V3.2). */
+export type PreparedChat =
+  | { kind: 'jinja'; context: Record<string, unknown>; prefix: string | null }
+  | { kind: 'dsv32'; messages: Record<string, unknown>[]; thinking: boolean; prefix: string | null };
+
 /** How message content reaches the template: flattened to a string, or kept as OpenAI parts. */
 export type TemplateContentFormat = 'string' | 'openai';
 
@@ -303,6 +308,35 @@ export class ChatPromptBuilder {
    *   unknown tool, tool-call arguments that are not a JSON object, template errors, encoder errors)
    */
   build(request: ChatRequestLike, options: { rawBody?: string } = {}): BuiltPrompt {
+    const prep = this.prepare(request, options);
+    if (prep.kind === 'dsv32') {
+      const encoded = encodeMessagesDsv32(prep.messages as Dsv32Message[], prep.thinking ? 'thinking' : 'chat');
+      return prep.prefix !== null ? { text: encoded + prep.prefix, segments: [encoded, prep.prefix] } : { text: encoded, segments: [encoded] };
+    }
+    if (this.template === null) throw new InvalidRequestError('This model has no chat template; use /generate or pass --chat-template.', 'messages');
+    let rendered: string;
+    try {
+      rendered = renderJinjaChatTemplate(this.template, prep.context);
+    } catch {
+      // Some templates want bare function objects instead of the OpenAI wrapper (SGLang retries once).
+      const tools = prep.context.tools as unknown[] | null;
+      const flat = tools ? tools.map((t) => asObject(t)?.function ?? t) : null;
+      try {
+        rendered = renderJinjaChatTemplate(this.template, { ...prep.context, tools: flat });
+      } catch (err) {
+        throw new InvalidRequestError((err as Error).message, 'messages', { cause: err });
+      }
+    }
+    const text = rendered + (prep.prefix ?? '');
+    return { text, segments: [text] };
+  }
+
+  /**
+   * SGLang's preprocessing of a request, without rendering: for the Jinja path the template variables, for the
+   * DeepSeek-V3.2 path the encoder's messages. Exposed for debugging and for cross-checks against Python jinja2.
+   * @throws InvalidRequestError as {@link build}
+   */
+  prepare(request: ChatRequestLike, options: { rawBody?: string } = {}): PreparedChat {
     let tools = request.tools;
     let kwargs = request.chat_template_kwargs ?? null;
     if (options.rawBody !== undefined) {
@@ -320,71 +354,29 @@ export class ChatPromptBuilder {
     const choice = request.tool_choice ?? (toolList.length > 0 ? 'auto' : 'none');
     validateRequest(request.messages, toolList, choice);
     const dumpedTools = toolList.map(dumpTool);
-    const messages = (request.messages as unknown[]).map(dumpMessage);
-    for (const m of messages) if (m.content === null || m.content === undefined) m.content = '';
+    const dumped = (request.messages as unknown[]).map(dumpMessage);
+    for (const m of dumped) if (m.content === null || m.content === undefined) m.content = '';
+    const continueFinal = request.continue_final_message === true;
 
-    if (this.kind === 'dsv32') return this.buildDsv32(messages, dumpedTools, kwargs, request.continue_final_message === true);
-    return this.buildJinja(messages, dumpedTools, choice, kwargs, request);
-  }
+    if (this.kind === 'dsv32') {
+      const { rest, prefix } = splitFinalAssistant(dumped.map((m) => prepareContent(m, 'string')), continueFinal);
+      const messages = rest;
+      if (messages.length === 0 || messages[0].role !== 'system') messages.unshift({ role: 'system', content: '' });
+      if (dumpedTools.length > 0) messages[0] = { ...messages[0], tools: dumpedTools };
+      return { kind: 'dsv32', messages, thinking: Boolean(kwargs?.thinking), prefix };
+    }
 
-  private buildJinja(
-    dumped: Record<string, unknown>[],
-    dumpedTools: ReturnType<typeof dumpTool>[],
-    choice: unknown,
-    kwargs: Record<string, unknown> | null,
-    request: ChatRequestLike,
-  ): BuiltPrompt {
-    if (this.template === null) throw new InvalidRequestError('This model has no chat template; use /generate or pass --chat-template.', 'messages');
-    let messages = dumped.map((m) => prepareContent(m, this.contentFormat));
-    const { rest, prefix } = splitFinalAssistant(messages, request.continue_final_message === true);
-    messages = rest;
-
-    let tools: unknown[] | null = null;
+    const { rest, prefix } = splitFinalAssistant(dumped.map((m) => prepareContent(m, this.contentFormat)), continueFinal);
+    let renderTools: unknown[] | null = null;
     if (dumpedTools.length > 0 && choice !== 'none') {
-      const named = asObject(choice) ? (asObject(asObject(choice)?.function)?.name as string | undefined) : undefined;
-      tools = named !== undefined ? dumpedTools.filter((t) => t.function.name === named) : dumpedTools;
+      const named = asObject(asObject(choice)?.function)?.name;
+      renderTools = typeof named === 'string' ? dumpedTools.filter((t) => t.function.name === named) : dumpedTools;
     }
     const extra: Record<string, unknown> = {};
     if (request.reasoning_effort !== undefined && request.reasoning_effort !== null) extra.reasoning_effort = request.reasoning_effort;
     Object.assign(extra, kwargs ?? {});
-    const context = (t: unknown[] | null): Record<string, unknown> => ({
-      ...this.specialTokens,
-      messages,
-      tools: t,
-      documents: null,
-      add_generation_prompt: true,
-      ...extra,
-    });
-    let rendered: string;
-    try {
-      rendered = renderJinjaChatTemplate(this.template, context(tools));
-    } catch {
-      // Some templates want bare function objects instead of the OpenAI wrapper (SGLang retries once).
-      const flat = tools ? tools.map((t) => (asObject(t)?.function ?? t)) : null;
-      try {
-        rendered = renderJinjaChatTemplate(this.template, context(flat));
-      } catch (err) {
-        throw new InvalidRequestError((err as Error).message, 'messages', { cause: err });
-      }
-    }
-    const text = rendered + (prefix ?? '');
-    return { text, segments: [text] };
-  }
-
-  private buildDsv32(
-    dumped: Record<string, unknown>[],
-    dumpedTools: ReturnType<typeof dumpTool>[],
-    kwargs: Record<string, unknown> | null,
-    continueFinal: boolean,
-  ): BuiltPrompt {
-    const thinking = Boolean(kwargs?.thinking);
-    let messages = dumped.map((m) => prepareContent(m, 'string'));
-    const { rest, prefix } = splitFinalAssistant(messages, continueFinal);
-    messages = rest;
-    if (messages.length === 0 || messages[0].role !== 'system') messages.unshift({ role: 'system', content: '' });
-    if (dumpedTools.length > 0) messages[0] = { ...messages[0], tools: dumpedTools };
-    const encoded = encodeMessagesDsv32(messages as Dsv32Message[], thinking ? 'thinking' : 'chat');
-    return prefix ? { text: encoded + prefix, segments: [encoded, prefix] } : { text: encoded, segments: [encoded] };
+    const context = { ...this.specialTokens, messages: rest, tools: renderTools, documents: null, add_generation_prompt: true, ...extra };
+    return { kind: 'jinja', context, prefix };
   }
 }
 
