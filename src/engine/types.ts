@@ -134,6 +134,8 @@ export interface EngineOptions {
   readonly useWorkerThread?: boolean;
   /** 'debug' | 'info' | 'warning' | 'error'. */
   readonly logLevel?: string;
+  /** Keep every scheduler step's statistics (tests assert them; off when serving). */
+  readonly recordStepStats?: boolean;
 }
 
 /** Static facts about the loaded engine (for /get_model_info, /get_server_info, /v1/models, context checks). */

@@ -1,0 +1,271 @@
+// Engine: what the HTTP edge calls (EngineApi). Tokenizes on the calling thread, runs scheduling, the model and
+// detokenization in an EngineCore behind a transport (worker thread, or in-process for tests), and turns core
+// outputs back into per-request AsyncIterables. Cancellation: AbortSignal or abort(rid) → AbortReq → KV freed.
+import {
+  AsyncQueue,
+  ContextLengthExceededError,
+  Deferred,
+  InternalError,
+  InvalidRequestError,
+  Logger,
+  ModelLoadError,
+  OutOfKVCacheError,
+  SILENT_LOGGER,
+  TsglangError,
+  UnsupportedFeatureError,
+} from '../common/index.js';
+import type { LogLevel } from '../common/index.js';
+import { loadTokenizer, type Tokenizer } from '../tokenizer/index.js';
+import type { CoreModel, EngineCore } from './engine_core.js';
+import type { CoreOutput, FromCoreMsg } from './messages.js';
+import { TokenizerManager } from './tokenizer_manager.js';
+import { InProcessTransport, WorkerTransport, type CoreTransport } from './transport.js';
+import type { EngineApi, EngineInfo, EngineLoad, EngineOptions, GenerateOutput, GenerateRequest } from './types.js';
+
+interface ChoiceState {
+  readonly userRid: string;
+  readonly index: number;
+  readonly queue: AsyncQueue<GenerateOutput>;
+  readonly group: RequestGroup;
+  readonly arrivalMs: number;
+}
+
+interface RequestGroup {
+  readonly internalRids: string[];
+  remaining: number;
+}
+
+function errorFromKind(kind: string, message: string, param: string | null): TsglangError {
+  switch (kind) {
+    case 'invalid_request':
+      return new InvalidRequestError(message, param);
+    case 'context_length':
+      return new ContextLengthExceededError(message);
+    case 'capacity':
+      return new OutOfKVCacheError(message);
+    case 'model_load':
+      return new ModelLoadError(message);
+    case 'not_implemented':
+      return new UnsupportedFeatureError(message);
+    default:
+      return new InternalError(message);
+  }
+}
+
+/** The serving engine. */
+export class Engine implements EngineApi {
+  readonly info: EngineInfo;
+  /** The main thread's tokenizer (null with --skip-tokenizer-init). */
+  readonly tokenizer: Tokenizer | null;
+  private readonly transport: CoreTransport;
+  private readonly tm: TokenizerManager;
+  private readonly choices = new Map<string, ChoiceState>();
+  private readonly groups = new Map<string, RequestGroup>();
+  private readonly replies = new Map<number, Deferred<boolean | EngineLoad>>();
+  private nextReplyId = 1;
+  private dead: Error | null = null;
+
+  private constructor(info: EngineInfo, tokenizer: Tokenizer | null, transport: CoreTransport, options: EngineOptions) {
+    this.info = info;
+    this.tokenizer = tokenizer;
+    this.transport = transport;
+    this.tm = new TokenizerManager(tokenizer, info, options.allowAutoTruncate ?? false, options.randomSeed ?? 0);
+    transport.onMessage((m) => this.onMessage(m));
+    transport.onFatal((err) => this.failAll(err));
+  }
+
+  /**
+   * Loads the tokenizer here and the model in the core (worker thread unless `useWorkerThread: false`), sizes the KV
+   * pool and prints its capacity (stderr).
+   * @param injected test hook: a model to use instead of loading `modelPath` (in-process only)
+   * @throws ModelLoadError, InvalidRequestError, OutOfKVCacheError, UnsupportedFeatureError from start-up
+   */
+  static async create(options: EngineOptions, logger?: Logger, injected?: CoreModel): Promise<Engine> {
+    const log = logger ?? new Logger((options.logLevel ?? 'info') as LogLevel);
+    const tokenizer = options.skipTokenizerInit ? null : loadTokenizer(options.tokenizerPath ?? options.modelPath);
+    if (options.useWorkerThread === false || injected) {
+      const t = new InProcessTransport(options, logger ?? SILENT_LOGGER, injected);
+      return new Engine(t.core.info, tokenizer, t, options);
+    }
+    const t = new WorkerTransport(options);
+    const ready = new Deferred<EngineInfo>();
+    t.onMessage((m) => {
+      if (m.type === 'ready') ready.resolve(m.info);
+      else if (m.type === 'init_error') ready.reject(errorFromKind(m.kind, m.message, null));
+    });
+    t.onFatal((err) => ready.reject(new InternalError(`engine worker failed during start-up: ${err.message}`, { cause: err })));
+    let info: EngineInfo;
+    try {
+      info = await ready.promise;
+    } catch (e) {
+      await t.close().catch(() => {});
+      throw e;
+    }
+    log.debug(`engine ready: ${info.architecture}, ${info.maxTotalNumTokens} KV tokens`);
+    return new Engine(info, tokenizer, t, options);
+  }
+
+  generate(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<GenerateOutput> {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const engine = this;
+    return {
+      [Symbol.asyncIterator]: () => engine.run(req, signal)[Symbol.asyncIterator](),
+    };
+  }
+
+  private async *run(req: GenerateRequest, signal?: AbortSignal): AsyncGenerator<GenerateOutput> {
+    if (this.dead) throw new InternalError(`engine is down: ${this.dead.message}`);
+    if (this.groups.has(req.rid)) throw new InvalidRequestError(`Duplicate request id ${req.rid}.`, 'rid');
+    const nowMs = performance.now();
+    const prepared = this.tm.prepare(req, nowMs);
+    const queue = new AsyncQueue<GenerateOutput>();
+    const group: RequestGroup = { internalRids: prepared.choices.map((c) => c.req.rid), remaining: prepared.choices.length };
+    this.groups.set(req.rid, group);
+    prepared.choices.forEach((c, index) => {
+      this.choices.set(c.req.rid, { userRid: req.rid, index, queue, group, arrivalMs: nowMs });
+      this.transport.send({ type: 'generate', req: c.req, detok: c.detok });
+    });
+    const onAbort = (): void => this.abort(req.rid);
+    if (signal) {
+      if (signal.aborted) onAbort();
+      else signal.addEventListener('abort', onAbort, { once: true });
+    }
+    let done = false;
+    try {
+      for await (const out of queue) yield out;
+      done = true;
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      if (!done && group.remaining > 0) this.abort(req.rid);
+    }
+  }
+
+  private onMessage(m: FromCoreMsg): void {
+    switch (m.type) {
+      case 'outputs':
+        for (const o of m.outputs) this.deliver(o);
+        return;
+      case 'req_error': {
+        const st = this.choices.get(m.rid);
+        if (!st) return;
+        this.endChoice(m.rid, st);
+        st.queue.fail(errorFromKind(m.kind, m.message, m.param));
+        return;
+      }
+      case 'reply': {
+        const d = this.replies.get(m.id);
+        this.replies.delete(m.id);
+        d?.resolve(m.value);
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  private deliver(o: CoreOutput): void {
+    const st = this.choices.get(o.rid);
+    if (!st) return;
+    const finished = o.finishReason !== null;
+    const out: GenerateOutput = {
+      rid: st.userRid,
+      index: st.index,
+      text: o.text,
+      outputIds: o.outputIds,
+      finished,
+      finishReason: o.finishReason,
+      promptTokens: o.promptTokens,
+      completionTokens: o.completionTokens,
+      cachedTokens: o.cachedTokens,
+      numRetractions: o.numRetractions,
+      ...(finished ? { e2eLatencyS: (performance.now() - st.arrivalMs) / 1000 } : {}),
+      ...(o.outputTokenLogprobs
+        ? {
+            logprobs: {
+              outputTokenLogprobs: o.outputTokenLogprobs,
+              outputTopLogprobs: o.outputTopLogprobs ?? [],
+              ...(o.inputTokenLogprobs ? { inputTokenLogprobs: o.inputTokenLogprobs, inputTopLogprobs: o.inputTopLogprobs ?? [] } : {}),
+            },
+          }
+        : {}),
+    };
+    st.queue.push(out);
+    if (finished) {
+      this.endChoice(o.rid, st);
+      if (st.group.remaining === 0) st.queue.close();
+    }
+  }
+
+  private endChoice(internalRid: string, st: ChoiceState): void {
+    if (!this.choices.delete(internalRid)) return;
+    st.group.remaining--;
+    if (st.group.remaining === 0) this.groups.delete(st.userRid);
+  }
+
+  abort(rid: string): void {
+    const g = this.groups.get(rid);
+    if (!g) return;
+    for (const r of g.internalRids) if (this.choices.has(r)) this.transport.send({ type: 'abort', rid: r });
+  }
+
+  abortAll(): void {
+    this.transport.send({ type: 'abort_all' });
+  }
+
+  private request(type: 'flush' | 'load'): Promise<boolean | EngineLoad> {
+    if (this.dead) return Promise.reject(new InternalError(`engine is down: ${this.dead.message}`));
+    const id = this.nextReplyId++;
+    const d = new Deferred<boolean | EngineLoad>();
+    this.replies.set(id, d);
+    this.transport.send({ type, id });
+    return d.promise;
+  }
+
+  async flushCache(): Promise<boolean> {
+    return (await this.request('flush')) as boolean;
+  }
+
+  async getLoad(): Promise<EngineLoad> {
+    return (await this.request('load')) as EngineLoad;
+  }
+
+  /** The in-process core (tests: scheduler statistics), or null when the core runs in a worker thread. */
+  get inProcessCore(): EngineCore | null {
+    return this.transport instanceof InProcessTransport ? this.transport.core : null;
+  }
+
+  /** Number of requests (choices) in flight on this side. */
+  get numInFlight(): number {
+    return this.choices.size;
+  }
+
+  private failAll(err: Error): void {
+    this.dead = err;
+    for (const [rid, st] of [...this.choices]) {
+      this.endChoice(rid, st);
+      st.queue.fail(new InternalError(`engine failed: ${err.message}`, { cause: err }));
+    }
+    for (const d of this.replies.values()) d.reject(err);
+    this.replies.clear();
+  }
+
+  async shutdown(): Promise<void> {
+    for (const [rid, st] of [...this.choices]) {
+      this.endChoice(rid, st);
+      st.queue.push({
+        rid: st.userRid,
+        index: st.index,
+        text: '',
+        outputIds: [],
+        finished: true,
+        finishReason: { type: 'abort', message: 'The server is shutting down.', statusCode: 503 },
+        promptTokens: 0,
+        completionTokens: 0,
+        cachedTokens: 0,
+        numRetractions: 0,
+      });
+      if (st.group.remaining === 0) st.queue.close();
+    }
+    await this.transport.close();
+  }
+}

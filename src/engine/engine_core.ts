@@ -1,0 +1,249 @@
+// EngineCore: the scheduler side of the engine — model, KV pools, Scheduler and DetokenizerManager — driven by
+// plain-data messages. Runs inside a worker thread when serving (worker_main.ts) and in-process in tests; only the
+// transport differs. The loop runs one synchronous scheduler step per macrotask so messages interleave with steps.
+import { Logger, SILENT_LOGGER, TsglangError, UnsupportedFeatureError } from '../common/index.js';
+import { CacheManager, Scheduler } from '../scheduler/index.js';
+import { ChunkCache, KVPool, RadixCache, ReqToTokenPool, TokenToKVPoolAllocator } from '../mem_cache/index.js';
+import { ModelRunner, planMemory, readAvailableMemoryBytes, type ForwardModel } from '../executor/index.js';
+import { createCpuOps } from '../kernels/index.js';
+import { loadModel } from '../models/index.js';
+import { loadTokenizer, type Tokenizer } from '../tokenizer/index.js';
+import { DetokenizerManager } from './detokenizer_manager.js';
+import type { FromCoreMsg, ToCoreMsg } from './messages.js';
+import type { EngineInfo, EngineLoad, EngineOptions } from './types.js';
+
+/** SGLang's default --max-prefill-tokens. */
+export const DEFAULT_MAX_PREFILL_TOKENS = 16384;
+
+/** A model plus the facts the core needs about it (lets tests inject a fake model). */
+export interface CoreModel {
+  readonly model: ForwardModel;
+  readonly architecture: string;
+  readonly vocabSize: number;
+  readonly maxPositionEmbeddings: number;
+  readonly eosTokenIds: readonly number[];
+}
+
+/** Per-step timing/throughput counters (metrics only; wall clock never drives scheduling). */
+interface Throughput {
+  windowStartMs: number;
+  windowTokens: number;
+  lastGenThroughput: number;
+}
+
+/** Scheduler + model + detokenizer behind a message interface. */
+export class EngineCore {
+  readonly info: EngineInfo;
+  readonly scheduler: Scheduler;
+  private readonly detok: DetokenizerManager;
+  private readonly send: (msg: FromCoreMsg) => void;
+  private readonly logger: Logger;
+  private looping = false;
+  private stopped = false;
+  private readonly tp: Throughput = { windowStartMs: 0, windowTokens: 0, lastGenThroughput: 0 };
+  /** Total wall time spent in scheduler steps, ms, and step count (overhead figures). */
+  stepTimeMs = 0;
+  numSteps = 0;
+
+  /**
+   * Loads the model (unless given), sizes the KV pool from memory (executor/memory_plan.ts), prints the capacity.
+   * @throws ModelLoadError / InvalidRequestError / OutOfKVCacheError / UnsupportedFeatureError on a bad set-up
+   */
+  static create(options: EngineOptions, send: (msg: FromCoreMsg) => void, logger: Logger = SILENT_LOGGER, injected?: CoreModel): EngineCore {
+    if (options.kvCacheDtype && options.kvCacheDtype !== 'auto') {
+      throw new UnsupportedFeatureError(`--kv-cache-dtype ${options.kvCacheDtype} is not built yet on CPU (only 'auto': f32 KV cache)`);
+    }
+    const tokenizerPath = options.tokenizerPath ?? options.modelPath;
+    const tokenizer = options.skipTokenizerInit ? null : loadTokenizer(tokenizerPath);
+    const memBefore = readAvailableMemoryBytes();
+    let cm: CoreModel;
+    if (injected) cm = injected;
+    else {
+      const loaded = loadModel(options.modelPath, { ops: createCpuOps(), overrides: options.jsonModelOverrideArgs ?? {}, logger });
+      const gen = tokenizer?.eosTokenIds ?? [];
+      const cfgEos = loaded.config.raw['eos_token_id'];
+      const eos = gen.length > 0 ? gen : Array.isArray(cfgEos) ? (cfgEos as number[]) : typeof cfgEos === 'number' ? [cfgEos] : [];
+      cm = {
+        model: loaded.model,
+        architecture: loaded.config.architectures[0] ?? 'unknown',
+        vocabSize: loaded.config.vocabSize,
+        maxPositionEmbeddings: loaded.config.maxPositionEmbeddings,
+        eosTokenIds: eos,
+      };
+    }
+    const memAfter = readAvailableMemoryBytes();
+    const pageSize = options.pageSize ?? 1;
+    const contextLength = options.contextLength ?? cm.maxPositionEmbeddings;
+    const maxPrefillTokens = options.maxPrefillTokens ?? DEFAULT_MAX_PREFILL_TOKENS;
+    const layout = cm.model.kvPoolLayout();
+    const kvBytesPerToken = layout.numLayers * layout.buffers.reduce((s, b) => s + b.width, 0) * 4;
+    const plan = planMemory({
+      totalMemBytes: memBefore,
+      availableAfterLoadBytes: Math.min(memAfter, memBefore),
+      memFractionStatic: options.memFractionStatic ?? null,
+      chunkedPrefillSize: options.chunkedPrefillSize ?? null,
+      maxPrefillTokens,
+      kvBytesPerToken: Math.max(1, kvBytesPerToken),
+      maxTotalTokens: options.maxTotalTokens ?? null,
+      pageSize,
+      contextLength,
+      maxRunningRequests: options.maxRunningRequests ?? null,
+    });
+    const capacity = plan.maxTotalNumTokens;
+    const kvPool = new KVPool(layout, capacity + pageSize, Math.min(capacity + pageSize, 64 * pageSize));
+    const allocator = new TokenToKVPoolAllocator(capacity, pageSize, kvPool);
+    const cache = options.disableRadixCache ? new ChunkCache(allocator) : new RadixCache(allocator);
+    const rowLen = Math.min(contextLength, capacity) + pageSize;
+    const reqToTokenPool = new ReqToTokenPool(plan.reqToTokenPoolSize + 1, rowLen);
+    const runner = new ModelRunner(cm.model, kvPool, cm.vocabSize);
+    const scheduler = new Scheduler(
+      {
+        pageSize,
+        maxRunningRequests: plan.maxRunningRequests,
+        maxPrefillTokens,
+        chunkedPrefillSize: plan.chunkedPrefillSize,
+        schedulePolicy: options.schedulePolicy ?? 'fcfs',
+        scheduleConservativeness: options.scheduleConservativeness ?? 1,
+        enableMixedChunk: options.enableMixedChunk ?? false,
+        contextLength,
+        maxTotalNumTokens: capacity,
+        eosTokenIds: cm.eosTokenIds,
+        recordStats: options.recordStepStats ?? false,
+      },
+      runner,
+      new CacheManager(reqToTokenPool, allocator, cache),
+    );
+    const gib = (b: number): string => (b / 1024 ** 3).toFixed(2);
+    logger.info(
+      `KV Cache is allocated. #tokens: ${capacity}, KV size: ${gib(capacity * kvBytesPerToken)} GB (f32, committed page by page), ` +
+        `mem_fraction_static=${plan.memFractionStatic}, available_cpu_mem=${gib(memBefore)} GB`,
+    );
+    logger.info(
+      `max_total_num_tokens=${capacity}, chunked_prefill_size=${plan.chunkedPrefillSize ?? -1}, max_prefill_tokens=${maxPrefillTokens}, ` +
+        `max_running_requests=${plan.maxRunningRequests}, context_len=${contextLength}, page_size=${pageSize}`,
+    );
+    const info: EngineInfo = {
+      modelPath: options.modelPath,
+      tokenizerPath,
+      architecture: cm.architecture,
+      contextLength,
+      vocabSize: cm.vocabSize,
+      eosTokenIds: cm.eosTokenIds,
+      maxTotalNumTokens: capacity,
+      maxRunningRequests: plan.maxRunningRequests,
+      maxPrefillTokens,
+      chunkedPrefillSize: plan.chunkedPrefillSize,
+      pageSize,
+      maxReqInputLen: scheduler.maxReqInputLen,
+      defaultSamplingParams: {},
+    };
+    return new EngineCore(info, scheduler, tokenizer, options.streamInterval ?? 1, send, logger);
+  }
+
+  constructor(info: EngineInfo, scheduler: Scheduler, tokenizer: Tokenizer | null, streamInterval: number, send: (msg: FromCoreMsg) => void, logger: Logger) {
+    this.info = info;
+    this.scheduler = scheduler;
+    this.detok = new DetokenizerManager(tokenizer, streamInterval);
+    this.send = send;
+    this.logger = logger;
+  }
+
+  /** Handles one message from the Engine. */
+  handle(msg: ToCoreMsg): void {
+    if (this.stopped) return;
+    switch (msg.type) {
+      case 'generate': {
+        try {
+          this.detok.add(msg.req.rid, msg.detok, msg.req.stream);
+          this.scheduler.addRequest(msg.req);
+        } catch (e) {
+          this.detok.remove(msg.req.rid);
+          const err = e instanceof TsglangError ? e : null;
+          this.send({ type: 'req_error', rid: msg.req.rid, message: (e as Error).message, kind: err?.kind ?? 'internal', param: (err as { param?: string | null } | null)?.param ?? null });
+          return;
+        }
+        this.kick();
+        return;
+      }
+      case 'abort':
+        this.scheduler.abort(msg.rid);
+        this.kick();
+        return;
+      case 'abort_all':
+        this.scheduler.abortAll();
+        this.kick();
+        return;
+      case 'flush':
+        this.send({ type: 'reply', id: msg.id, value: this.scheduler.flushCache() });
+        return;
+      case 'load':
+        this.send({ type: 'reply', id: msg.id, value: this.load() });
+        return;
+      case 'shutdown':
+        this.scheduler.abortAll();
+        this.runOneStep();
+        this.stopped = true;
+        return;
+    }
+  }
+
+  /** Live statistics. */
+  load(): EngineLoad {
+    const l = this.scheduler.load();
+    const s = this.scheduler;
+    return {
+      numRunningReqs: l.numRunning,
+      numQueueReqs: l.numWaiting,
+      numUsedTokens: l.usedTokens,
+      tokenUsage: l.usedTokens / this.info.maxTotalNumTokens,
+      evictableTokens: l.evictable,
+      genThroughput: this.tp.lastGenThroughput,
+      cacheHitRate: s.totalPromptTokens > 0 ? s.totalCachedTokens / s.totalPromptTokens : 0,
+      numRetractedReqs: s.totalRetracted,
+    };
+  }
+
+  private kick(): void {
+    if (this.looping || this.stopped) return;
+    this.looping = true;
+    setImmediate(() => this.loop());
+  }
+
+  private loop(): void {
+    if (this.stopped) {
+      this.looping = false;
+      return;
+    }
+    this.runOneStep();
+    if (this.scheduler.hasWork) setImmediate(() => this.loop());
+    else this.looping = false;
+  }
+
+  /** One scheduler step + detokenization + emission. Public for tests that drive the core step by step. */
+  runOneStep(): void {
+    const t0 = performance.now();
+    let result;
+    try {
+      result = this.scheduler.step();
+    } catch (e) {
+      // A bug inside a step: fail every request loudly rather than hang.
+      this.logger.error(`scheduler step failed: ${(e as Error).stack ?? String(e)}`);
+      this.scheduler.abortAll();
+      result = this.scheduler.step();
+    }
+    const { outputs, stopMatches } = this.detok.process(result.outputs);
+    for (const m of stopMatches) this.scheduler.finishReq(m.rid, { type: 'stop', matched: m.matched });
+    const t1 = performance.now();
+    if (result.stats) {
+      this.stepTimeMs += t1 - t0;
+      this.numSteps++;
+      this.tp.windowTokens += result.stats.numDecodeReqs + (result.stats.numExtendReqs > 0 ? 1 : 0);
+      if (t1 - this.tp.windowStartMs > 5000) {
+        this.tp.lastGenThroughput = (this.tp.windowTokens * 1000) / Math.max(1, t1 - this.tp.windowStartMs);
+        this.tp.windowStartMs = t1;
+        this.tp.windowTokens = 0;
+      }
+    }
+    if (outputs.length > 0) this.send({ type: 'outputs', outputs });
+  }
+}

@@ -1,0 +1,111 @@
+// TokenizerManager: main-thread half of the engine (SGLang managers/tokenizer_manager.py): tokenizes, validates
+// (context length, sampling params, logprob options), fans n > 1 out into per-choice requests. No model math.
+import { ContextLengthExceededError, InvalidRequestError } from '../common/index.js';
+import { normalizeSamplingParams, type SamplingParams } from '../sampling/index.js';
+import type { TokenizedReq } from '../scheduler/index.js';
+import type { Tokenizer } from '../tokenizer/index.js';
+import type { DetokOptions } from './messages.js';
+import type { EngineInfo, GenerateRequest } from './types.js';
+
+/** One prepared request: its choices as the scheduler receives them. */
+export interface PreparedRequest {
+  readonly inputIds: readonly number[];
+  readonly params: SamplingParams;
+  readonly choices: readonly { readonly req: TokenizedReq; readonly detok: DetokOptions }[];
+}
+
+/** Tokenization and validation with SGLang's error messages. */
+export class TokenizerManager {
+  private readonly tokenizer: Tokenizer | null;
+  private readonly info: EngineInfo;
+  private readonly allowAutoTruncate: boolean;
+  private readonly baseSeed: number;
+  private counter = 0;
+
+  /**
+   * @param tokenizer null with --skip-tokenizer-init
+   * @param baseSeed --random-seed: seeds of requests without their own seed derive from it
+   */
+  constructor(tokenizer: Tokenizer | null, info: EngineInfo, allowAutoTruncate: boolean, baseSeed: number) {
+    this.tokenizer = tokenizer;
+    this.info = info;
+    this.allowAutoTruncate = allowAutoTruncate;
+    this.baseSeed = baseSeed;
+  }
+
+  /**
+   * Tokenizes and validates one request (TokenizerManager._validate_one_request).
+   * @throws InvalidRequestError for bad fields (named), ContextLengthExceededError for over-long requests
+   */
+  prepare(req: GenerateRequest, nowMs: number): PreparedRequest {
+    const hasText = typeof req.text === 'string';
+    const hasIds = Array.isArray(req.inputIds);
+    if (hasText === hasIds) throw new InvalidRequestError('Either text or input_ids should be provided.', hasText ? 'text' : 'input_ids');
+    let inputIds: number[];
+    if (hasText) {
+      if (!this.tokenizer) throw new InvalidRequestError('text input requires a tokenizer (the server runs with --skip-tokenizer-init).', 'text');
+      inputIds = this.tokenizer.encode(req.text!, { addSpecialTokens: req.addSpecialTokens ?? true });
+    } else {
+      inputIds = [...req.inputIds!];
+      for (const id of inputIds) {
+        if (!Number.isInteger(id) || id < 0 || id >= this.info.vocabSize) {
+          throw new InvalidRequestError(`input_ids must be integers in [0, ${this.info.vocabSize - 1}], got ${String(id)}.`, 'input_ids');
+        }
+      }
+    }
+    if (inputIds.length === 0) throw new InvalidRequestError('The input is empty.', hasText ? 'text' : 'input_ids');
+    const params0 = normalizeSamplingParams(req.samplingParams, this.info.vocabSize);
+    if (!this.tokenizer && params0.stopStrs.length > 0) {
+      throw new InvalidRequestError(`stop=${JSON.stringify(params0.stopStrs)} is unavailable when skip_tokenizer_init=True (requires tokenizer to decode tokens to text for matching).`, 'stop');
+    }
+    const ctx = this.info.contextLength;
+    let maxNew = params0.maxNewTokens;
+    if (inputIds.length >= ctx) {
+      if (!this.allowAutoTruncate) {
+        throw new ContextLengthExceededError(`The input (${inputIds.length} tokens) is longer than the model's context length (${ctx} tokens).`);
+      }
+      inputIds = inputIds.slice(0, ctx - 1);
+    }
+    if (maxNew !== null && inputIds.length + maxNew >= ctx) {
+      if (!this.allowAutoTruncate) {
+        throw new ContextLengthExceededError(
+          `Requested token count exceeds the model's maximum context length of ${ctx} tokens. You requested a total of ${inputIds.length + maxNew} tokens: ${inputIds.length} tokens from the input messages and ${maxNew} tokens for the completion. Please reduce the number of tokens in the input messages or the completion to fit within the limit.`,
+        );
+      }
+      maxNew = Math.max(0, ctx - inputIds.length - 1);
+    }
+    if (inputIds.length > this.info.maxReqInputLen) {
+      if (!this.allowAutoTruncate) {
+        throw new InvalidRequestError(
+          `Input length (${inputIds.length} tokens) exceeds the maximum allowed length (${this.info.maxReqInputLen} tokens). Use a shorter input or enable --allow-auto-truncate.`,
+          'input_ids',
+        );
+      }
+      inputIds = inputIds.slice(0, this.info.maxReqInputLen);
+    }
+    const params: SamplingParams = maxNew === params0.maxNewTokens ? params0 : { ...params0, maxNewTokens: maxNew };
+    const returnLogprob = req.returnLogprob ?? false;
+    const logprobStartLen = returnLogprob ? req.logprobStartLen ?? -1 : -1;
+    if (logprobStartLen >= inputIds.length) {
+      throw new InvalidRequestError(`logprob_start_len (${logprobStartLen}) is greater than or equal to the input length (${inputIds.length}).`, 'logprob_start_len');
+    }
+    const topLogprobsNum = returnLogprob ? Math.max(0, req.topLogprobsNum ?? 0) : 0;
+    const detok: DetokOptions = { skipSpecialTokens: params.skipSpecialTokens, stop: params.stopStrs, noStopTrim: params.noStopTrim };
+    const seed0 = params.seed ?? (this.baseSeed * 1000003 + ++this.counter * 7919) % 2147483647;
+    const choices = Array.from({ length: params.n }, (_, i) => ({
+      req: {
+        rid: params.n === 1 ? req.rid : `${req.rid}-${i}`,
+        inputIds,
+        params,
+        rngSeed: seed0 + i,
+        returnLogprob,
+        logprobStartLen,
+        topLogprobsNum,
+        stream: req.stream ?? false,
+        arrivalMs: nowMs,
+      } satisfies TokenizedReq,
+      detok,
+    }));
+    return { inputIds, params, choices };
+  }
+}

@@ -1,0 +1,75 @@
+// Transports between the Engine (main thread) and the EngineCore: a worker thread (serving) or the same thread
+// (tests). Same messages either way; delivery is always asynchronous so behaviour does not depend on the choice.
+import { Worker } from 'node:worker_threads';
+import type { Logger } from '../common/index.js';
+import { EngineCore, type CoreModel } from './engine_core.js';
+import type { FromCoreMsg, ToCoreMsg } from './messages.js';
+import type { EngineOptions } from './types.js';
+
+/** The main thread's end of the channel. */
+export interface CoreTransport {
+  send(msg: ToCoreMsg): void;
+  /** Registers the single message handler. */
+  onMessage(handler: (msg: FromCoreMsg) => void): void;
+  /** Registers a handler for a dead core (worker crash / exit). */
+  onFatal(handler: (err: Error) => void): void;
+  close(): Promise<void>;
+}
+
+/** Runs the core in a worker thread (engine/worker_main.ts); the model loads there. */
+export class WorkerTransport implements CoreTransport {
+  private readonly worker: Worker;
+  private closing = false;
+
+  constructor(options: EngineOptions) {
+    this.worker = new Worker(new URL('./worker_main.js', import.meta.url), { workerData: { options } });
+  }
+
+  send(msg: ToCoreMsg): void {
+    this.worker.postMessage(msg);
+  }
+
+  onMessage(handler: (msg: FromCoreMsg) => void): void {
+    this.worker.on('message', handler);
+  }
+
+  onFatal(handler: (err: Error) => void): void {
+    this.worker.on('error', handler);
+    this.worker.on('exit', (code) => {
+      if (!this.closing) handler(new Error(`engine worker exited with code ${code}`));
+    });
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    this.worker.postMessage({ type: 'shutdown' } satisfies ToCoreMsg);
+    await this.worker.terminate();
+  }
+}
+
+/** Runs the core on this thread (tests); messages are delivered on later macrotasks in both directions. */
+export class InProcessTransport implements CoreTransport {
+  readonly core: EngineCore;
+  private handler: (msg: FromCoreMsg) => void = () => {};
+
+  /**
+   * @throws whatever EngineCore.create throws (model load, memory plan)
+   */
+  constructor(options: EngineOptions, logger: Logger, injected?: CoreModel) {
+    this.core = EngineCore.create(options, (m) => setImmediate(() => this.handler(m)), logger, injected);
+  }
+
+  send(msg: ToCoreMsg): void {
+    setImmediate(() => this.core.handle(msg));
+  }
+
+  onMessage(handler: (msg: FromCoreMsg) => void): void {
+    this.handler = handler;
+  }
+
+  onFatal(_handler: (err: Error) => void): void {}
+
+  async close(): Promise<void> {
+    this.core.handle({ type: 'shutdown' });
+  }
+}
