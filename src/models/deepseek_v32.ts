@@ -43,7 +43,7 @@ export interface DeepseekConfig {
   readonly numRoutedExperts: number;
   readonly numSharedExperts: number;
   readonly routing: GroupedTopKConfig;
-  /** True when topk_method is noaux_tc (e_score_correction_bias exists). */
+  /** True when the router has e_score_correction_bias (topk_method noaux_tc, the only one supported). */
   readonly hasCorrectionBias: boolean;
   readonly firstKDenseReplace: number;
   readonly moeLayerFreq: number;
@@ -67,7 +67,7 @@ export function parseDeepseekConfig(config: ModelConfig): DeepseekConfig {
   const scoringFunc = configString(c, 'scoring_func', 'sigmoid');
   if (scoringFunc !== 'sigmoid') bad('scoring_func', `'${scoringFunc}' is not supported (DeepSeek-V3 uses 'sigmoid')`);
   const topkMethod = configString(c, 'topk_method', 'noaux_tc');
-  if (topkMethod !== 'noaux_tc' && topkMethod !== 'group_limited_greedy' && topkMethod !== 'greedy') bad('topk_method', `'${topkMethod}' is not supported`);
+  if (topkMethod !== 'noaux_tc') bad('topk_method', `'${topkMethod}' is not supported (DeepSeek-V3/V3.2 use 'noaux_tc')`);
   const numRoutedExperts = configInt(c, 'n_routed_experts');
   const numExpertGroups = configInt(c, 'n_group', 1);
   const topKGroup = configInt(c, 'topk_group', 1);

@@ -278,10 +278,10 @@ test('KV bytes per token per layer: the pool matches 4·(kv_lora_rank + qk_rope_
   assert.equal(realLayout.bytesPerToken, 61 * 2816);
 });
 
-test('a generated DeepseekV3ForCausalLM checkpoint (no indexer) loads and runs; prefill == token-by-token decode', () => {
+for (const variant of [{ name: 'q_lora', over: {} }, { name: 'q_proj (q_lora_rank null)', over: { q_lora_rank: null } }]) test(`a generated DeepseekV3ForCausalLM checkpoint (no indexer, ${variant.name}) loads and runs; prefill == token-by-token decode`, () => {
   const dir = mkdtempSync(join(tmpdir(), 'tsglang-dsv3-'));
   try {
-    writeTinyCheckpoint('deepseek-v3', dir, { seed: 3 });
+    writeTinyCheckpoint('deepseek-v3', dir, { seed: 3, configOverrides: variant.over });
     const loaded = loadModel(dir, { ops });
     assert.ok(loaded.model instanceof DeepseekV32ForCausalLM);
     const m = loaded.model as DeepseekV32ForCausalLM;

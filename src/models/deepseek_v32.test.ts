@@ -1,0 +1,62 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { parseModelConfig } from '../config/index.js';
+import { DEEPSEEK_V32_DEFINITION, DEEPSEEK_V3_DEFINITION, deepseekExpectedTensors, deepseekKvPoolLayout, isMoeLayer, parseDeepseekConfig } from './deepseek_v32.js';
+
+const tinyV32 = (over: Record<string, unknown> = {}) => parseModelConfig({ ...DEEPSEEK_V32_DEFINITION.tinyConfig('tiny'), ...over }, 'config.json');
+const tinyV3 = (over: Record<string, unknown> = {}) => parseModelConfig({ ...DEEPSEEK_V3_DEFINITION.tinyConfig('tiny'), ...over }, 'config.json');
+
+test('tiny presets: V3.2 has the indexer and index_k buffer, V3 has neither', () => {
+  const v32 = parseDeepseekConfig(tinyV32());
+  const v3 = parseDeepseekConfig(tinyV3());
+  assert.equal(v32.isDsa, true);
+  assert.equal(v3.isDsa, false);
+  assert.deepEqual(deepseekKvPoolLayout(v32, 3).buffers, [{ name: 'kv', width: 64 + 16 }, { name: 'index_k', width: 64 }]);
+  assert.deepEqual(deepseekKvPoolLayout(v3, 3).buffers, [{ name: 'kv', width: 80 }]);
+  assert.ok(deepseekExpectedTensors(tinyV32()).some((t) => t.name === 'model.layers.0.self_attn.indexer.wq_b.weight'));
+  assert.ok(!deepseekExpectedTensors(tinyV3()).some((t) => t.name.includes('indexer')));
+  assert.throws(() => DEEPSEEK_V3_DEFINITION.tinyConfig('huge'), { name: 'InvalidRequestError' });
+});
+
+test('tensor list: dense layers before first_k_dense_replace, MoE after, MTP layer optional at index num_hidden_layers', () => {
+  const cfg = parseDeepseekConfig(tinyV32());
+  assert.equal(isMoeLayer(cfg, 0), false);
+  assert.equal(isMoeLayer(cfg, 1), true);
+  assert.equal(isMoeLayer(cfg, 3), true); // the MTP layer always routes
+  const specs = deepseekExpectedTensors(tinyV32());
+  const byName = new Map(specs.map((s) => [s.name, s]));
+  assert.deepEqual(byName.get('model.layers.0.mlp.gate_proj.weight')?.shape, [256, 192]);
+  assert.equal(byName.has('model.layers.0.mlp.gate.weight'), false);
+  assert.deepEqual(byName.get('model.layers.2.mlp.experts.15.down_proj.weight')?.shape, [192, 64]);
+  assert.deepEqual(byName.get('model.layers.1.self_attn.kv_a_proj_with_mqa.weight')?.shape, [80, 192]);
+  assert.deepEqual(byName.get('model.layers.1.self_attn.q_b_proj.weight')?.shape, [4 * 48, 96]);
+  assert.deepEqual(byName.get('model.layers.1.self_attn.kv_b_proj.weight')?.shape, [4 * 64, 64]);
+  assert.equal(byName.get('model.layers.1.mlp.gate.e_score_correction_bias')?.storedAs, 'f32');
+  assert.equal(byName.get('model.layers.1.self_attn.indexer.k_norm.bias')?.init, 'norm_bias');
+  assert.deepEqual(byName.get('model.layers.3.eh_proj.weight')?.shape, [192, 384]);
+  const mtp = specs.filter((s) => s.name.startsWith('model.layers.3.'));
+  assert.ok(mtp.length > 0 && mtp.every((s) => s.optional === true));
+  assert.ok(specs.filter((s) => !s.name.startsWith('model.layers.3.')).every((s) => s.optional !== true));
+  assert.equal(deepseekExpectedTensors(tinyV32({ num_nextn_predict_layers: 0 })).some((s) => s.name.startsWith('model.layers.3.')), false);
+});
+
+test('config errors name config.json and the field', () => {
+  const cases: [Record<string, unknown>, RegExp][] = [
+    [{ index_head_dim: undefined }, /'index_head_dim' is missing/],
+    [{ n_group: 3 }, /'n_group'/],
+    [{ topk_group: 5 }, /'topk_group'/],
+    [{ num_experts_per_tok: 9 }, /'num_experts_per_tok'/],
+    [{ scoring_func: 'softmax' }, /'scoring_func'/],
+    [{ topk_method: 'greedy' }, /'topk_method'/],
+    [{ qk_rope_head_dim: 15 }, /'qk_rope_head_dim'/],
+    [{ q_lora_rank: null }, /'q_lora_rank'/],
+    [{ rope_scaling: { type: 'linear', factor: 2 } }, /rope_scaling type 'linear'/],
+  ];
+  for (const [over, re] of cases) {
+    assert.throws(() => deepseekExpectedTensors(tinyV32(over)), (err: Error) => err.name === 'ModelLoadError' && /config\.json/.test(err.message) && re.test(err.message), JSON.stringify(over));
+  }
+  // V3 without q_lora_rank uses q_proj
+  const specs = deepseekExpectedTensors(tinyV3({ q_lora_rank: null }));
+  assert.ok(specs.some((s) => s.name === 'model.layers.0.self_attn.q_proj.weight'));
+  assert.ok(!specs.some((s) => s.name.includes('q_a_proj')));
+});
