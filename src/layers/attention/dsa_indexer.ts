@@ -21,13 +21,23 @@ export function indexScores(
   q: Float32Array, qOffset: number, headWeights: Float32Array, wOffset: number, numHeads: number, headDim: number,
   indexK: Float32Array, keyLocs: Int32Array, numKeys: number, out: Float32Array,
 ): void {
+  const tail = headDim & 3;
   for (let t = 0; t < numKeys; t++) {
     const kOff = keyLocs[t] * headDim;
     let score = 0;
     for (let h = 0; h < numHeads; h++) {
       const qOff = qOffset + h * headDim;
-      let dot = 0;
-      for (let d = 0; d < headDim; d++) dot += q[qOff + d] * indexK[kOff + d];
+      // four partial sums (fixed order: the result depends only on q and k, never on the batch)
+      let d0 = 0, d1 = 0, d2 = 0, d3 = 0;
+      let d = 0;
+      for (; d < headDim - tail; d += 4) {
+        d0 += q[qOff + d] * indexK[kOff + d];
+        d1 += q[qOff + d + 1] * indexK[kOff + d + 1];
+        d2 += q[qOff + d + 2] * indexK[kOff + d + 2];
+        d3 += q[qOff + d + 3] * indexK[kOff + d + 3];
+      }
+      for (; d < headDim; d++) d0 += q[qOff + d] * indexK[kOff + d];
+      const dot = (d0 + d1) + (d2 + d3);
       if (dot > 0) score += headWeights[wOffset + h] * dot;
     }
     out[t] = score;
