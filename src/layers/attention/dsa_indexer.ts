@@ -153,8 +153,12 @@ export class DsaIndexer {
    * @param hidden [numTokens, hiddenSize] f32 normalised layer input (the `a` of model-spec §3.7)
    * @param qLatent [numTokens, qLoraRank] f32 normalised q latent (`c_q`)
    * @param positions [numTokens] i32 RoPE positions
+   * @param outCacheLoc [numTokens] i32 loc each token's index key is written to
+   * @param batch request geometry: row t of req i has sequence index extendPrefixLens[i]+j and sees keys 0..that index
+   * @param kvPool pool holding buffer 'index_k' ([locs, headDim] f32) for layer `kvLayer`
    * @param onSelection optional observer of each row's selection (debugging, golden tests)
    * @returns [numTokens, topK] i32 selected sequence indices per row, ascending, −1 padded
+   * @throws InternalError (from the pool) when the layer or buffer does not exist
    */
   forward(
     hidden: Float32Array, qLatent: Float32Array, numTokens: number, positions: Int32Array, outCacheLoc: Int32Array,

@@ -160,7 +160,11 @@ function softmaxInPlace(x: Float32Array, n: number, max: number): void {
 /** KVPool buffer holding each token's latent row `[c_kv | k_rope]` (width kvLoraRank + qkRopeHeadDim). */
 export const LATENT_KV_BUFFER = 'kv';
 
-/** Which MLA form extend rows use; decode rows always use the absorbed form. */
+/**
+ * Which MLA form extend-like batches use; decode batches always use the absorbed form. NOTE: only 'absorbed' (the
+ * default) is bit-for-bit batch invariant across modes — with 'expanded' a decode row computed inside a mixed batch
+ * differs from the same row in a decode batch at f32 rounding level (≈1e-6). 'expanded' exists to cross-check.
+ */
 export type MlaExtendForm = 'absorbed' | 'expanded';
 
 /** Weights of one MLA block (checkpoint `self_attn.*`). */
@@ -213,6 +217,7 @@ export class MlaAttention {
    * @param kvLayer layer index inside batch.kvPool
    * @param onIndexerSelection optional observer of the indexer's per-row selection
    * @returns [numTokens, hiddenSize] f32 attention output (before the residual add)
+   * @throws InternalError when the pool lacks the layer/buffers or an indexer is configured without q_lora_rank
    */
   forward(hidden: Float32Array, batch: ForwardBatch, kvLayer: number, onIndexerSelection?: (row: number, keys: Int32Array) => void): Float32Array {
     const ops = this.ops;
