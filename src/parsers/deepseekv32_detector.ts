@@ -74,7 +74,7 @@ export class DeepSeekV32Detector extends BaseToolCallDetector {
             const tagLen = partialMarkerSuffixLength(this.buffer, [...OPENERS, ...STRAY_CLOSERS]);
             const tail = this.buffer.slice(this.buffer.length - tagLen);
             const cut = tail.startsWith('<｜') || tail.startsWith('</｜') ? tagLen : 0;
-            this.emitProse(out, this.buffer.slice(0, this.buffer.length - cut), false);
+            this.emitProse(out, this.buffer.slice(0, this.buffer.length - cut), cut > 0);
             this.buffer = '';
             return;
           }
