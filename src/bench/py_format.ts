@@ -18,10 +18,11 @@ export function pyFixed(x: number, digits: number): string {
   const exact = Math.abs(x) < 1e21 ? x.toFixed(Math.min(100, digits + 80)) : '';
   const tail = exact.slice(exact.length - 80);
   if (/^50*$/.test(tail)) {
-    const truncated = exact.slice(0, exact.length - 80);
+    let truncated = exact.slice(0, exact.length - 80);
+    if (truncated.endsWith('.')) truncated = truncated.slice(0, -1);
     const lastDigit = Number(truncated[truncated.length - 1]);
     // toFixed rounded away from zero; Python keeps the even neighbour.
-    if (lastDigit % 2 === 0) return stripNegZero(digits === 0 && truncated.endsWith('.') ? truncated.slice(0, -1) : truncated, x);
+    if (lastDigit % 2 === 0) return stripNegZero(truncated, x);
   }
   return stripNegZero(s, x);
 }
