@@ -14,7 +14,7 @@ const golden = JSON.parse(readFileSync(join(MODEL, 'golden.json'), 'utf8')) as {
 };
 
 /** Runs each wave of prompts concurrently, waves one after another on the same engine. */
-async function greedyAll(opts: Partial<EngineOptions>, waves: number[][][], maxNewTokens: number): Promise<number[][]> {
+async function greedyAll(opts: Partial<EngineOptions>, waves: number[][][], maxNewTokens: number, cached: number[] = []): Promise<number[][]> {
   const engine = await Engine.create({
     modelPath: MODEL, skipTokenizerInit: true, useWorkerThread: false, maxTotalTokens: 4096, contextLength: 512, ...opts,
   });
@@ -22,7 +22,10 @@ async function greedyAll(opts: Partial<EngineOptions>, waves: number[][][], maxN
     const run = async (ids: number[], i: number): Promise<number[]> => {
       const out: number[] = [];
       const it: AsyncIterable<GenerateOutput> = engine.generate({ rid: `r${i}`, inputIds: ids, stream: false, samplingParams: { temperature: 0, maxNewTokens, ignoreEos: true } });
-      for await (const o of it) out.push(...o.outputIds);
+      for await (const o of it) {
+        out.push(...o.outputIds);
+        cached[i] = o.cachedTokens;
+      }
       return out;
     };
     const out: number[][] = [];
@@ -41,7 +44,9 @@ test('engine: golden greedy tokens, all prompts batched, default scheduling', as
 test('engine: golden greedy tokens with chunked prefill of 8 tokens, mixed batches, page size 4, then a prefix-cache hit', async () => {
   // second wave: the longest prompt again (its prefix is in the radix cache, so the indexer reads cached index keys)
   const waves = [golden.prompts.map((p) => p.tokens), [golden.prompts[3].tokens]];
-  const got = await greedyAll({ chunkedPrefillSize: 8, enableMixedChunk: true, pageSize: 4 }, waves, 16);
+  const cached: number[] = [];
+  const got = await greedyAll({ chunkedPrefillSize: 8, enableMixedChunk: true, pageSize: 4 }, waves, 16, cached);
+  assert.ok(cached[4] >= 64, `prefix-cache hit expected, cachedTokens = ${cached[4]}`);
   golden.prompts.forEach((p, i) => assert.deepEqual(got[i], p.greedy.tokens, p.name));
   assert.deepEqual(got[4], golden.prompts[3].greedy.tokens, 'repeated prompt');
 });
