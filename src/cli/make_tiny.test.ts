@@ -1,0 +1,33 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createCpuOps } from '../kernels/index.js';
+import { loadModel } from '../models/index.js';
+import { parseMakeTinyArgs, run } from './make_tiny.js';
+
+test('make-tiny writes a loadable checkpoint with the requested shards and config overrides', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'tsglang-mt-'));
+  try {
+    const out = join(dir, 'm');
+    assert.equal(await run(['--arch', 'minimax-m2', '--out', out, '--seed', '3', '--num-shards', '1', '--json-model-override-args', '{"num_local_experts": 4}']), 0);
+    assert.ok(existsSync(join(out, 'model.safetensors')));
+    const cfg = JSON.parse(readFileSync(join(out, 'config.json'), 'utf8'));
+    assert.equal(cfg.num_local_experts, 4);
+    assert.deepEqual(cfg.architectures, ['MiniMaxM2ForCausalLM']);
+    const { model } = loadModel(out, { ops: createCpuOps(), progress: false });
+    assert.equal(model.config.vocabSize, cfg.vocab_size);
+    assert.equal(await run(['--arch', 'nope', '--out', out]), 2);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('parseMakeTinyArgs: defaults and flag errors', () => {
+  const a = parseMakeTinyArgs(['--arch', 'minimax-m2', '--out', 'x']);
+  assert.deepEqual([a.seed, a.preset, a.numShards, a.configOverrides], [0, 'tiny', 2, {}]);
+  assert.throws(() => parseMakeTinyArgs(['--out', 'x']), /--arch is required/);
+  assert.throws(() => parseMakeTinyArgs(['--arch', 'a', '--out', 'x', '--num-shards', '0']), /--num-shards must be an integer >= 1/);
+  assert.throws(() => parseMakeTinyArgs(['--arch', 'a', '--out', 'x', '--json-model-override-args', '[]']), /must be a JSON object/);
+});
