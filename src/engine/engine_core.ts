@@ -1,6 +1,8 @@
 // EngineCore: the scheduler side of the engine — model, KV pools, Scheduler and DetokenizerManager — driven by
 // plain-data messages. Runs inside a worker thread when serving (worker_main.ts) and in-process in tests; only the
 // transport differs. The loop runs one synchronous scheduler step per macrotask so messages interleave with steps.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Logger, SILENT_LOGGER, TsglangError, UnsupportedFeatureError } from '../common/index.js';
 import { CacheManager, Scheduler } from '../scheduler/index.js';
 import { ChunkCache, KVPool, RadixCache, ReqToTokenPool, TokenToKVPoolAllocator } from '../mem_cache/index.js';
@@ -11,6 +13,23 @@ import { loadTokenizer, type Tokenizer } from '../tokenizer/index.js';
 import { DetokenizerManager } from './detokenizer_manager.js';
 import type { FromCoreMsg, ToCoreMsg } from './messages.js';
 import type { EngineInfo, EngineLoad, EngineOptions } from './types.js';
+
+/**
+ * Sampling defaults from the checkpoint's generation_config.json (SGLang --sampling-defaults model): temperature,
+ * top_p, top_k, min_p, repetition_penalty, as camelCase; {} when the file is absent or unreadable.
+ */
+export function readGenerationDefaults(modelPath: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  let raw: Record<string, unknown>;
+  try {
+    raw = JSON.parse(readFileSync(join(modelPath, 'generation_config.json'), 'utf8')) as Record<string, unknown>;
+  } catch {
+    return out;
+  }
+  const map: [string, string][] = [['temperature', 'temperature'], ['top_p', 'topP'], ['top_k', 'topK'], ['min_p', 'minP'], ['repetition_penalty', 'repetitionPenalty']];
+  for (const [k, v] of map) if (typeof raw[k] === 'number') out[v] = raw[k] as number;
+  return out;
+}
 
 /** SGLang's default --max-prefill-tokens. */
 export const DEFAULT_MAX_PREFILL_TOKENS = 16384;
@@ -135,7 +154,7 @@ export class EngineCore {
       chunkedPrefillSize: plan.chunkedPrefillSize,
       pageSize,
       maxReqInputLen: scheduler.maxReqInputLen,
-      defaultSamplingParams: {},
+      defaultSamplingParams: readGenerationDefaults(options.modelPath),
     };
     return new EngineCore(info, scheduler, tokenizer, options.streamInterval ?? 1, send, logger);
   }

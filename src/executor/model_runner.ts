@@ -48,6 +48,10 @@ export class ModelRunner {
   readonly vocabSize: number;
   /** Forwards run (statistics). */
   numForwards = 0;
+  /** Wall time inside model.forward, ms (statistics; never used for decisions). */
+  forwardTimeMs = 0;
+  /** Wall time sampling/scoring rows, ms (statistics). */
+  sampleTimeMs = 0;
 
   /**
    * @param model the model
@@ -68,7 +72,10 @@ export class ModelRunner {
    */
   run(batch: ForwardBatch, sample: readonly SampleRowRequest[], score: readonly ScoreRowRequest[]): RunResult {
     assert(batch.kvPool === this.kvPool, 'ModelRunner: batch uses another KV pool');
+    const t0 = performance.now();
     const out = this.model.forward(batch);
+    const t1 = performance.now();
+    this.forwardTimeMs += t1 - t0;
     this.numForwards++;
     const V = this.vocabSize;
     assert(out.logits.length === batch.logitRows.length * V, () => `ModelRunner: logits length ${out.logits.length} != ${batch.logitRows.length} × ${V}`);
@@ -78,6 +85,7 @@ export class ModelRunner {
       return { logprob: lp[s.tokenId], topLogprobs: topLogprobsOf(lp, s.topLogprobsNum) };
     });
     const samples = sample.map((s) => sampleRow(out.logits.slice(s.logitIdx * V, (s.logitIdx + 1) * V), s.info));
+    this.sampleTimeMs += performance.now() - t1;
     return { samples, scores };
   }
 }

@@ -107,3 +107,9 @@ test('seeds are reproducible and differ between seeds', () => {
 test('topLogprobsOf orders descending', () => {
   assert.deepEqual(topLogprobsOf(Float32Array.from([0.1, 0.5, 0.3]), 2), [[0.5, 1], [0.30000001192092896, 2]]);
 });
+
+test('greedy without logprobs skips the log-softmax but picks the same token', () => {
+  const a = sampleRow(Float32Array.from(ROW), info({ temperature: 0 }, { needLogprob: false }));
+  assert.equal(a.tokenId, 1);
+  assert.ok(Number.isNaN(a.logprob));
+});

@@ -17,6 +17,8 @@ export interface RowSamplingInfo {
   readonly stopTokenIds: readonly number[];
   /** Number of top alternatives wanted (0 = none). */
   readonly topLogprobsNum: number;
+  /** Compute the sampled token's logprob (default true); greedy rows skip the log-softmax when false. */
+  readonly needLogprob?: boolean;
 }
 
 /** Result of sampling one row. */
@@ -88,6 +90,7 @@ export function topLogprobsOf(lp: Float32Array, n: number): [number, number][] {
  * probabilities, and a multinomial draw from what is left. Returned logprobs are from the distribution before the
  * top-k/p/min-p filters (SGLang default).
  * @param logits [vocabSize] f32 one row (overwritten with scratch values)
+ * @returns the token; `logprob` is NaN for a greedy row with needLogprob false
  * @throws nothing; an all −Infinity row samples token 0
  */
 export function sampleRow(logits: Float32Array, info: RowSamplingInfo): RowSample {
@@ -97,6 +100,7 @@ export function sampleRow(logits: Float32Array, info: RowSamplingInfo): RowSampl
   if (p.topK === 1) {
     let best = 0;
     for (let i = 1; i < V; i++) if (logits[i] > logits[best]) best = i;
+    if (info.needLogprob === false && info.topLogprobsNum === 0) return { tokenId: best, logprob: NaN, topLogprobs: [] };
     logSoftmax(logits, logits);
     return { tokenId: best, logprob: logits[best], topLogprobs: topLogprobsOf(logits, info.topLogprobsNum) };
   }

@@ -334,6 +334,7 @@ export class Scheduler {
       numOutputTokens: req.outputIds.length,
       stopTokenIds: req.maskIds,
       topLogprobsNum: req.returnLogprob ? req.topLogprobsNum : 0,
+      needLogprob: req.returnLogprob,
     };
   }
 
