@@ -1,0 +1,441 @@
+// N-API bindings of the native backend (plain C N-API, no node-addon-api). Argument shapes are checked on the TS
+// side (src/kernels/native/native_ops.ts); here we check only what would otherwise read or write out of bounds.
+#include <node_api.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gemm.h"
+#include "ops.h"
+#include "thread_pool.h"
+
+namespace {
+
+using tsg::ThreadPool;
+using tsg::WeightView;
+using tsg::WFormat;
+
+struct Failure {
+  std::string msg;
+};
+
+void check(napi_env env, napi_status s, const char* what) {
+  if (s != napi_ok) throw Failure{std::string("tsglang_native: ") + what};
+}
+
+struct Args {
+  napi_env env;
+  std::vector<napi_value> v;
+  Args(napi_env e, napi_callback_info info, size_t n) : env(e), v(n) {
+    size_t argc = n;
+    check(e, napi_get_cb_info(e, info, &argc, v.data(), nullptr, nullptr), "bad call");
+    if (argc < n) throw Failure{"tsglang_native: expected " + std::to_string(n) + " arguments"};
+  }
+  bool isNull(size_t i) const {
+    napi_valuetype t;
+    napi_typeof(env, v[i], &t);
+    return t == napi_null || t == napi_undefined;
+  }
+  double num(size_t i) const {
+    double d;
+    check(env, napi_get_value_double(env, v[i], &d), "expected a number");
+    return d;
+  }
+  int64_t i64(size_t i) const {
+    int64_t d;
+    check(env, napi_get_value_int64(env, v[i], &d), "expected an integer");
+    return d;
+  }
+  bool boolean(size_t i) const {
+    bool b;
+    check(env, napi_get_value_bool(env, v[i], &b), "expected a boolean");
+    return b;
+  }
+  template <class T>
+  T* typed(size_t i, napi_typedarray_type want, int64_t* len) const {
+    napi_typedarray_type type;
+    size_t length;
+    void* data;
+    napi_value ab;
+    size_t off;
+    if (napi_get_typedarray_info(env, v[i], &type, &length, &data, &ab, &off) != napi_ok || type != want)
+      throw Failure{"tsglang_native: argument " + std::to_string(i) + " has the wrong typed-array type"};
+    if (len) *len = static_cast<int64_t>(length);
+    return static_cast<T*>(data);
+  }
+  float* f32(size_t i, int64_t* len = nullptr) const { return typed<float>(i, napi_float32_array, len); }
+  int32_t* i32(size_t i, int64_t* len = nullptr) const { return typed<int32_t>(i, napi_int32_array, len); }
+  template <class T>
+  T* external(size_t i) const {
+    void* p;
+    check(env, napi_get_value_external(env, v[i], &p), "expected a native handle");
+    return static_cast<T*>(p);
+  }
+};
+
+/** A pool plus the GEMM mode of one NativeOps instance. */
+struct Backend {
+  ThreadPool pool;
+  tsg::GemmOptions gemm;
+  explicit Backend(int threads) : pool(threads) {}
+};
+
+/** A weight handle: the view plus strong references keeping the JS arrays alive. */
+struct WeightHandle {
+  WeightView view;
+  std::vector<float> scaleEff;
+  napi_ref dataRef = nullptr;
+  napi_ref scaleRef = nullptr;
+};
+
+napi_value wrap(napi_env env, napi_callback_info info, napi_value (*fn)(napi_env, napi_callback_info)) {
+  try {
+    return fn(env, info);
+  } catch (const Failure& f) {
+    napi_throw_error(env, "TSGLANG_NATIVE", f.msg.c_str());
+  } catch (const std::exception& e) {
+    napi_throw_error(env, "TSGLANG_NATIVE", (std::string("tsglang_native: ") + e.what()).c_str());
+  }
+  return nullptr;
+}
+
+#define EXPORT_FN(name)                                                                   \
+  napi_value name##_impl(napi_env env, napi_callback_info info);                          \
+  napi_value name(napi_env env, napi_callback_info info) { return wrap(env, info, name##_impl); } \
+  napi_value name##_impl(napi_env env, napi_callback_info info)
+
+napi_value undefinedValue(napi_env env) {
+  napi_value u;
+  napi_get_undefined(env, &u);
+  return u;
+}
+
+// createBackend(threads, gemmMode, blasMinM) → handle
+EXPORT_FN(createBackend) {
+  Args a(env, info, 3);
+  auto* b = new Backend(static_cast<int>(a.i64(0)));
+  b->gemm.mode = a.i64(1) == 1 && tsg::blasAvailable() ? tsg::GemmMode::kBlas : tsg::GemmMode::kOwn;
+  b->gemm.blasMinM = a.i64(2);
+  napi_value out;
+  check(env, napi_create_external(env, b, [](napi_env, void* d, void*) { delete static_cast<Backend*>(d); }, nullptr, &out), "external");
+  return out;
+}
+
+// info() → {blas, threadsMax}
+EXPORT_FN(buildInfo) {
+  (void)info;
+  napi_value obj, blas, ver;
+  napi_create_object(env, &obj);
+  napi_get_boolean(env, tsg::blasAvailable(), &blas);
+  napi_set_named_property(env, obj, "blas", blas);
+  napi_create_string_utf8(env, "avx2+fma+f16c", NAPI_AUTO_LENGTH, &ver);
+  napi_set_named_property(env, obj, "isa", ver);
+  return obj;
+}
+
+// makeWeight(format, data, N, K, scale|null, sRows, sCols, bn, bk) → handle
+EXPORT_FN(makeWeight) {
+  Args a(env, info, 9);
+  auto h = std::make_unique<WeightHandle>();
+  const int64_t fmt = a.i64(0);
+  const int64_t n = a.i64(2), k = a.i64(3);
+  napi_typedarray_type type;
+  size_t length;
+  void* data;
+  napi_value ab;
+  size_t off;
+  check(env, napi_get_typedarray_info(env, a.v[1], &type, &length, &data, &ab, &off), "weight data must be a typed array");
+  const napi_typedarray_type want = fmt == 0 ? napi_float32_array : fmt == 3 ? napi_uint8_array : napi_uint16_array;
+  if (type != want) throw Failure{"tsglang_native: weight data has the wrong typed-array type for its format"};
+  if (static_cast<int64_t>(length) < n * k) throw Failure{"tsglang_native: weight data shorter than N*K"};
+  h->view.fmt = static_cast<WFormat>(fmt);
+  h->view.data = data;
+  h->view.n = n;
+  h->view.k = k;
+  check(env, napi_create_reference(env, a.v[1], 1, &h->dataRef), "ref");
+  if (fmt == 3) {
+    int64_t slen;
+    const float* s = a.f32(4, &slen);
+    h->view.sRows = a.i64(5);
+    h->view.sCols = a.i64(6);
+    h->view.bn = a.i64(7);
+    h->view.bk = a.i64(8);
+    if (h->view.bn <= 0 || h->view.bk <= 0 || h->view.sRows != (n + h->view.bn - 1) / h->view.bn ||
+        h->view.sCols != (k + h->view.bk - 1) / h->view.bk || slen < h->view.sRows * h->view.sCols)
+      throw Failure{"tsglang_native: FP8 scale shape does not cover the weight"};
+    h->view.scale = s;
+    check(env, napi_create_reference(env, a.v[4], 1, &h->scaleRef), "ref");
+    bool ok = true;
+    h->scaleEff.resize(h->view.sRows * h->view.sCols);
+    for (size_t i = 0; i < h->scaleEff.size(); i++) {
+      const float v = s[i] * 1.329227995784916e36f;  // 2^120
+      if (!std::isfinite(v) || std::fabs(s[i]) >= 128.0f) ok = false;
+      h->scaleEff[i] = v;
+    }
+    h->view.scaleEff = ok ? h->scaleEff.data() : nullptr;
+  }
+  napi_value out;
+  check(env, napi_create_external(env, h.get(), [](napi_env e, void* d, void*) {
+    auto* w = static_cast<WeightHandle*>(d);
+    if (w->dataRef) napi_delete_reference(e, w->dataRef);
+    if (w->scaleRef) napi_delete_reference(e, w->scaleRef);
+    delete w;
+  }, nullptr, &out), "external");
+  h.release();
+  return out;
+}
+
+// matmul(backend, x, M, weight, out)
+EXPORT_FN(matmul) {
+  Args a(env, info, 5);
+  auto* b = a.external<Backend>(0);
+  int64_t xl, yl;
+  const float* x = a.f32(1, &xl);
+  const int64_t m = a.i64(2);
+  const WeightView& w = a.external<WeightHandle>(3)->view;
+  float* y = a.f32(4, &yl);
+  if (xl < m * w.k || yl < m * w.n) throw Failure{"tsglang_native: matmul buffers too small"};
+  tsg::matmul(b->pool, x, m, w.k, w, y, w.n, b->gemm);
+  return undefinedValue(env);
+}
+
+// embedding(backend, ids, table, out)
+EXPORT_FN(embedding) {
+  Args a(env, info, 4);
+  auto* b = a.external<Backend>(0);
+  int64_t n, yl;
+  const int32_t* ids = a.i32(1, &n);
+  const WeightView& w = a.external<WeightHandle>(2)->view;
+  float* y = a.f32(3, &yl);
+  if (yl < n * w.k) throw Failure{"tsglang_native: embedding out too small"};
+  if (!tsg::embedding(b->pool, ids, n, w, y)) throw Failure{"tsglang_native: embedding id outside the table"};
+  return undefinedValue(env);
+}
+
+// rmsNorm(backend, x, rows, width, xStride, w, eps, out)
+EXPORT_FN(rmsNorm) {
+  Args a(env, info, 8);
+  auto* b = a.external<Backend>(0);
+  int64_t xl, wl, yl;
+  const float* x = a.f32(1, &xl);
+  const int64_t rows = a.i64(2), width = a.i64(3), stride = a.i64(4);
+  const float* w = a.f32(5, &wl);
+  float* y = a.f32(7, &yl);
+  if (rows > 0 && (xl < (rows - 1) * stride + width || wl < width || yl < rows * width)) throw Failure{"tsglang_native: rmsNorm buffers too small"};
+  tsg::rmsNorm(b->pool, x, rows, width, stride, w, a.num(6), y);
+  return undefinedValue(env);
+}
+
+// layerNorm(backend, x, rows, width, w, bias, eps, out)
+EXPORT_FN(layerNorm) {
+  Args a(env, info, 8);
+  auto* b = a.external<Backend>(0);
+  int64_t xl, wl, bl, yl;
+  const float* x = a.f32(1, &xl);
+  const int64_t rows = a.i64(2), width = a.i64(3);
+  const float* w = a.f32(4, &wl);
+  const float* bias = a.f32(5, &bl);
+  float* y = a.f32(7, &yl);
+  if (xl < rows * width || wl < width || bl < width || yl < rows * width) throw Failure{"tsglang_native: layerNorm buffers too small"};
+  tsg::layerNorm(b->pool, x, rows, width, w, bias, a.num(6), y);
+  return undefinedValue(env);
+}
+
+// softmax(backend, x, rows, width, out)
+EXPORT_FN(softmax) {
+  Args a(env, info, 5);
+  auto* b = a.external<Backend>(0);
+  int64_t xl, yl;
+  const float* x = a.f32(1, &xl);
+  const int64_t rows = a.i64(2), width = a.i64(3);
+  float* y = a.f32(4, &yl);
+  if (xl < rows * width || yl < rows * width) throw Failure{"tsglang_native: softmax buffers too small"};
+  tsg::softmax(b->pool, x, rows, width, y);
+  return undefinedValue(env);
+}
+
+// elementwise(kind, a, b|null, out): 0 add, 1 sigmoid, 2 siluAndMul
+EXPORT_FN(elementwise) {
+  Args a(env, info, 4);
+  const int64_t kind = a.i64(0);
+  int64_t n, ol;
+  const float* x = a.f32(1, &n);
+  float* y = a.f32(3, &ol);
+  if (ol < n) throw Failure{"tsglang_native: elementwise out too small"};
+  if (kind == 1) {
+    tsg::sigmoidArray(x, y, n);
+  } else {
+    int64_t bl;
+    const float* x2 = a.f32(2, &bl);
+    if (bl < n) throw Failure{"tsglang_native: elementwise operands differ in length"};
+    if (kind == 0) tsg::addArrays(x, x2, y, n);
+    else tsg::siluAndMulArray(x, x2, y, n);
+  }
+  return undefinedValue(env);
+}
+
+// rope(backend, x, T, positions, numHeads, headDim, rowStride, offset, invFreq, rotaryDim, interleaved, mscale)
+EXPORT_FN(rope) {
+  Args a(env, info, 12);
+  auto* b = a.external<Backend>(0);
+  int64_t xl, pl, fl;
+  float* x = a.f32(1, &xl);
+  const int64_t t = a.i64(2);
+  const int32_t* pos = a.i32(3, &pl);
+  const int64_t heads = a.i64(4), headDim = a.i64(5), stride = a.i64(6), offset = a.i64(7);
+  const float* inv = a.f32(8, &fl);
+  const int64_t rd = a.i64(9);
+  if (pl < t || fl < rd / 2 || (t > 0 && xl < (t - 1) * stride + (heads - 1) * headDim + offset + rd))
+    throw Failure{"tsglang_native: rope buffers too small"};
+  tsg::rope(b->pool, x, t, pos, heads, headDim, stride, offset, inv, rd, a.boolean(10), a.num(11));
+  return undefinedValue(env);
+}
+
+// topk(backend, x, rows, width, k, outIdx, outVal)
+EXPORT_FN(topk) {
+  Args a(env, info, 7);
+  auto* b = a.external<Backend>(0);
+  int64_t xl, il, vl;
+  const float* x = a.f32(1, &xl);
+  const int64_t rows = a.i64(2), width = a.i64(3), k = a.i64(4);
+  int32_t* idx = a.i32(5, &il);
+  float* val = a.f32(6, &vl);
+  if (xl < rows * width || il < rows * k || vl < rows * k || k < 1 || k > width) throw Failure{"tsglang_native: topk bad sizes"};
+  tsg::topk(b->pool, x, rows, width, k, idx, val);
+  return undefinedValue(env);
+}
+
+// attention(backend, q, T, ints[numHeads,numKvHeads,headDim,vHeadDim,kRowWidth,kOffset,vRowWidth,vOffset,numReqs,stride,sparseWidth],
+//           scale, kBuf, vBuf, extendStartLoc, extendSeqLens, extendPrefixLens, reqPoolIndices, reqToToken, sparse|null, out)
+EXPORT_FN(attention) {
+  Args a(env, info, 14);
+  auto* b = a.external<Backend>(0);
+  int64_t ql, kl, vl, tl, ol, il, n0, n1, n2, n3;
+  const float* q = a.f32(1, &ql);
+  const int64_t T = a.i64(2);
+  const int32_t* ints = a.i32(3, &il);
+  if (il < 11) throw Failure{"tsglang_native: attention int params"};
+  tsg::AttentionArgs p{};
+  p.numHeads = ints[0];
+  p.numKvHeads = ints[1];
+  p.headDim = ints[2];
+  p.vHeadDim = ints[3];
+  p.kRowWidth = ints[4];
+  p.kOffset = ints[5];
+  p.vRowWidth = ints[6];
+  p.vOffset = ints[7];
+  p.numReqs = ints[8];
+  p.reqToTokenStride = ints[9];
+  p.sparseWidth = ints[10];
+  p.scale = static_cast<float>(a.num(4));
+  p.k = a.f32(5, &kl);
+  p.v = a.f32(6, &vl);
+  p.extendStartLoc = a.i32(7, &n0);
+  p.extendSeqLens = a.i32(8, &n1);
+  p.extendPrefixLens = a.i32(9, &n2);
+  p.reqPoolIndices = a.i32(10, &n3);
+  p.reqToToken = a.i32(11, &tl);
+  p.reqToTokenLen = tl;
+  float* out = a.f32(13, &ol);
+  if (n0 < p.numReqs || n1 < p.numReqs || n2 < p.numReqs || n3 < p.numReqs) throw Failure{"tsglang_native: attention batch arrays shorter than numReqs"};
+  if (ql < T * p.numHeads * p.headDim || ol < T * p.numHeads * p.vHeadDim) throw Failure{"tsglang_native: attention q/out too small"};
+  const int64_t kNeed = p.kOffset + p.numKvHeads * p.headDim, vNeed = p.vOffset + p.numKvHeads * p.vHeadDim;
+  if (kNeed > p.kRowWidth || vNeed > p.vRowWidth) throw Failure{"tsglang_native: attention heads exceed the K/V row width"};
+  p.kLocs = p.kRowWidth > 0 ? (kl - kNeed) / p.kRowWidth + 1 : 0;
+  p.vLocs = p.vRowWidth > 0 ? (vl - vNeed) / p.vRowWidth + 1 : 0;
+  if (kl < kNeed) p.kLocs = 0;
+  if (vl < vNeed) p.vLocs = 0;
+  if (!a.isNull(12)) {
+    int64_t sl;
+    p.sparse = a.i32(12, &sl);
+    if (sl < T * p.sparseWidth) throw Failure{"tsglang_native: sparse indices shorter than T*width"};
+  }
+  const std::string err = tsg::attention(b->pool, q, T, p, out);
+  if (!err.empty()) throw Failure{"tsglang_native: " + err};
+  return undefinedValue(env);
+}
+
+// fusedMoe(backend, x, T, D, experts: (null | [gate, up, down])[], topkIds, topkWeights, topK, out)
+EXPORT_FN(fusedMoe) {
+  Args a(env, info, 9);
+  auto* b = a.external<Backend>(0);
+  int64_t xl, il, wl, ol;
+  const float* x = a.f32(1, &xl);
+  const int64_t T = a.i64(2), D = a.i64(3), topK = a.i64(7);
+  const int32_t* ids = a.i32(5, &il);
+  const float* tw = a.f32(6, &wl);
+  float* out = a.f32(8, &ol);
+  if (xl < T * D || il < T * topK || wl < T * topK || ol < T * D) throw Failure{"tsglang_native: fusedMoe buffers too small"};
+  uint32_t numExperts;
+  check(env, napi_get_array_length(env, a.v[4], &numExperts), "experts must be an array");
+  std::vector<tsg::ExpertView> experts(numExperts, tsg::ExpertView{nullptr, nullptr, nullptr});
+  std::vector<char> used(numExperts, 0);
+  for (int64_t i = 0; i < T * topK; i++)
+    if (ids[i] >= 0 && ids[i] < static_cast<int32_t>(numExperts)) used[ids[i]] = 1;
+  for (uint32_t e = 0; e < numExperts; e++) {
+    if (!used[e]) continue;
+    napi_value item;
+    check(env, napi_get_element(env, a.v[4], e, &item), "expert");
+    napi_valuetype t;
+    napi_typeof(env, item, &t);
+    if (t == napi_null || t == napi_undefined) continue;
+    napi_value g, u, d;
+    check(env, napi_get_element(env, item, 0, &g), "expert gate");
+    check(env, napi_get_element(env, item, 1, &u), "expert up");
+    check(env, napi_get_element(env, item, 2, &d), "expert down");
+    void *pg, *pu, *pd;
+    check(env, napi_get_value_external(env, g, &pg), "expert gate handle");
+    check(env, napi_get_value_external(env, u, &pu), "expert up handle");
+    check(env, napi_get_value_external(env, d, &pd), "expert down handle");
+    experts[e] = tsg::ExpertView{&static_cast<WeightHandle*>(pg)->view, &static_cast<WeightHandle*>(pu)->view,
+                                 &static_cast<WeightHandle*>(pd)->view};
+  }
+  const std::string err = tsg::fusedMoe(b->pool, x, T, D, experts, ids, tw, topK, out);
+  if (!err.empty()) throw Failure{"tsglang_native: " + err};
+  return undefinedValue(env);
+}
+
+// measureFmaPeak(backend, seconds) → GFLOP/s
+EXPORT_FN(measureFmaPeak) {
+  Args a(env, info, 2);
+  const double g = tsg::measureFmaPeak(a.external<Backend>(0)->pool, a.num(1));
+  napi_value out;
+  napi_create_double(env, g, &out);
+  return out;
+}
+
+// measureReadBandwidth(backend, bytes, reps) → GB/s
+EXPORT_FN(measureReadBandwidth) {
+  Args a(env, info, 3);
+  const double g = tsg::measureReadBandwidth(a.external<Backend>(0)->pool, a.i64(1), static_cast<int>(a.i64(2)));
+  napi_value out;
+  napi_create_double(env, g, &out);
+  return out;
+}
+
+napi_value init(napi_env env, napi_value exports) {
+  const napi_property_descriptor props[] = {
+      {"createBackend", nullptr, createBackend, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"buildInfo", nullptr, buildInfo, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"makeWeight", nullptr, makeWeight, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"matmul", nullptr, matmul, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"embedding", nullptr, embedding, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"rmsNorm", nullptr, rmsNorm, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"layerNorm", nullptr, layerNorm, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"softmax", nullptr, softmax, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"elementwise", nullptr, elementwise, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"rope", nullptr, rope, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"topk", nullptr, topk, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"attention", nullptr, attention, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"fusedMoe", nullptr, fusedMoe, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"measureFmaPeak", nullptr, measureFmaPeak, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"measureReadBandwidth", nullptr, measureReadBandwidth, nullptr, nullptr, nullptr, napi_default, nullptr},
+  };
+  napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props);
+  return exports;
+}
+
+}  // namespace
+
+NAPI_MODULE(NODE_GYP_MODULE_NAME, init)

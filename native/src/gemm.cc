@@ -1,0 +1,304 @@
+// Linear-layer kernels (see gemm.h). Two paths share one per-element arithmetic:
+// - direct: weight rows are decoded in registers inside the k loop (mat-vec and small M: reads 1 byte per FP8
+//   weight, 2 per BF16), tiles of MR ≤ 2 activation rows × 4 weight rows;
+// - buffered: a chunk of weight rows is decoded once to f32 scratch (the same values), then a 3×4 register tile
+//   runs over all M rows (prefill).
+// Both compute each y[m, n] as hsum8 of eight FMA lanes over ascending k, so results are bit-identical.
+#include "gemm.h"
+
+#include <algorithm>
+#include <vector>
+
+#ifdef TSG_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+namespace tsg {
+
+namespace {
+
+constexpr int64_t kDirectMaxM = 2;
+
+/** f32 rows (weights or decoded scratch). */
+struct DecF32 {
+  const float* w;
+  int64_t ld;
+  using Row = const float*;
+  Row row(int64_t n) const { return w + n * ld; }
+  __m256 load8(Row r, int64_t k) const { return _mm256_loadu_ps(r + k); }
+  __m256 tail(Row r, int64_t k, int rem) const { return _mm256_maskload_ps(r + k, tailMask(rem)); }
+};
+
+struct DecBf16 {
+  const uint16_t* w;
+  int64_t ld;
+  using Row = const uint16_t*;
+  Row row(int64_t n) const { return w + n * ld; }
+  __m256 load8(Row r, int64_t k) const { return bf16X8(r + k); }
+  __m256 tail(Row r, int64_t k, int rem) const {
+    alignas(16) uint16_t t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int i = 0; i < rem; i++) t[i] = r[k + i];
+    return bf16X8(t);
+  }
+};
+
+struct DecF16 {
+  const uint16_t* w;
+  int64_t ld;
+  using Row = const uint16_t*;
+  Row row(int64_t n) const { return w + n * ld; }
+  __m256 load8(Row r, int64_t k) const { return f16X8(r + k); }
+  __m256 tail(Row r, int64_t k, int rem) const {
+    alignas(16) uint16_t t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int i = 0; i < rem; i++) t[i] = r[k + i];
+    return f16X8(t);
+  }
+};
+
+/** Block-FP8 decoded in registers: raw(code)·2^-120 × scale·2^120 (bk a power of two, multiple of 8). */
+struct DecFp8 {
+  const uint8_t* w;
+  int64_t ld;
+  const float* scaleEff;
+  int64_t sCols, bn;
+  int bkShift;
+  struct Row {
+    const uint8_t* p;
+    const float* s;
+  };
+  Row row(int64_t n) const { return {w + n * ld, scaleEff + (n / bn) * sCols}; }
+  __m256 load8(const Row& r, int64_t k) const {
+    return _mm256_mul_ps(fp8RawX8(r.p + k), _mm256_broadcast_ss(r.s + (k >> bkShift)));
+  }
+  __m256 tail(const Row& r, int64_t k, int rem) const {
+    alignas(16) uint8_t t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int i = 0; i < rem; i++) t[i] = r.p[k + i];
+    return _mm256_mul_ps(fp8RawX8(t), _mm256_broadcast_ss(r.s + (k >> bkShift)));
+  }
+};
+
+/** The register tile: y[MR, NR] for activation rows x[0..MR) and weight rows n0..n0+NR. */
+template <int MR, int NR, class Dec>
+inline void tile(const float* x, int64_t ldx, const Dec& dec, int64_t n0, int64_t K, float* y, int64_t ldy) {
+  __m256 acc[MR][NR];
+  for (int i = 0; i < MR; i++)
+    for (int j = 0; j < NR; j++) acc[i][j] = _mm256_setzero_ps();
+  typename Dec::Row rows[NR];
+  for (int j = 0; j < NR; j++) rows[j] = dec.row(n0 + j);
+  const int64_t k8 = K & ~int64_t(7);
+  for (int64_t k = 0; k < k8; k += 8) {
+    __m256 xv[MR];
+    for (int i = 0; i < MR; i++) xv[i] = _mm256_loadu_ps(x + i * ldx + k);
+    for (int j = 0; j < NR; j++) {
+      const __m256 wv = dec.load8(rows[j], k);
+      for (int i = 0; i < MR; i++) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
+    }
+  }
+  const int rem = static_cast<int>(K - k8);
+  if (rem) {
+    const __m256i mask = tailMask(rem);
+    __m256 xv[MR];
+    for (int i = 0; i < MR; i++) xv[i] = _mm256_maskload_ps(x + i * ldx + k8, mask);
+    for (int j = 0; j < NR; j++) {
+      const __m256 wv = dec.tail(rows[j], k8, rem);
+      for (int i = 0; i < MR; i++) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
+    }
+  }
+  for (int i = 0; i < MR; i++)
+    for (int j = 0; j < NR; j++) y[i * ldy + j] = hsum8(acc[i][j]);
+}
+
+template <int MR, class Dec>
+inline void tileRow(const float* x, int64_t ldx, const Dec& dec, int64_t n0, int nr, int64_t K, float* y, int64_t ldy) {
+  switch (nr) {
+    case 4: tile<MR, 4>(x, ldx, dec, n0, K, y, ldy); break;
+    case 3: tile<MR, 3>(x, ldx, dec, n0, K, y, ldy); break;
+    case 2: tile<MR, 2>(x, ldx, dec, n0, K, y, ldy); break;
+    default: tile<MR, 1>(x, ldx, dec, n0, K, y, ldy); break;
+  }
+}
+
+/** y[m, n - n0] for m in [0, M), n in [n0, n1), tiles of up to MAXMR rows × 4 weight rows. */
+template <int MAXMR, class Dec>
+void blockKernel(const float* x, int64_t M, int64_t ldx, const Dec& dec, int64_t n0, int64_t n1, int64_t K, float* y,
+                 int64_t ldy) {
+  for (int64_t m = 0; m < M; m += MAXMR) {
+    const int mr = static_cast<int>(std::min<int64_t>(MAXMR, M - m));
+    for (int64_t n = n0; n < n1; n += 4) {
+      const int nr = static_cast<int>(std::min<int64_t>(4, n1 - n));
+      float* yo = y + m * ldy + (n - n0);
+      const float* xo = x + m * ldx;
+      if constexpr (MAXMR >= 3) {
+        if (mr == 3) {
+          tileRow<3>(xo, ldx, dec, n, nr, K, yo, ldy);
+          continue;
+        }
+      }
+      if (mr == 2) tileRow<2>(xo, ldx, dec, n, nr, K, yo, ldy);
+      else tileRow<1>(xo, ldx, dec, n, nr, K, yo, ldy);
+    }
+  }
+}
+
+bool fp8InRegisters(const WeightView& w) {
+  return w.scaleEff != nullptr && w.bk >= 8 && (w.bk & (w.bk - 1)) == 0;
+}
+
+int log2Exact(int64_t v) {
+  int s = 0;
+  while ((int64_t(1) << s) < v) s++;
+  return s;
+}
+
+}  // namespace
+
+void decodeRow(const WeightView& w, int64_t row, int64_t k0, int64_t len, float* out) {
+  switch (w.fmt) {
+    case WFormat::F32: {
+      std::memcpy(out, static_cast<const float*>(w.data) + row * w.k + k0, len * sizeof(float));
+      return;
+    }
+    case WFormat::BF16: {
+      const uint16_t* p = static_cast<const uint16_t*>(w.data) + row * w.k + k0;
+      int64_t i = 0;
+      for (; i + 8 <= len; i += 8) _mm256_storeu_ps(out + i, bf16X8(p + i));
+      for (; i < len; i++) out[i] = bf16ToF32(p[i]);
+      return;
+    }
+    case WFormat::F16: {
+      const uint16_t* p = static_cast<const uint16_t*>(w.data) + row * w.k + k0;
+      int64_t i = 0;
+      for (; i + 8 <= len; i += 8) _mm256_storeu_ps(out + i, f16X8(p + i));
+      for (; i < len; i++) out[i] = f16ToF32(p[i]);
+      return;
+    }
+    case WFormat::FP8: {
+      const uint8_t* p = static_cast<const uint8_t*>(w.data) + row * w.k;
+      const float* srow = w.scale + (row / w.bn) * w.sCols;
+      int64_t k = k0;
+      const int64_t end = k0 + len;
+      if (fp8InRegisters(w) && (k0 & 7) == 0) {
+        const float* erow = w.scaleEff + (row / w.bn) * w.sCols;
+        const int sh = log2Exact(w.bk);
+        for (; k + 8 <= end; k += 8)
+          _mm256_storeu_ps(out + (k - k0), _mm256_mul_ps(fp8RawX8(p + k), _mm256_broadcast_ss(erow + (k >> sh))));
+      }
+      for (; k < end; k++) out[k - k0] = fp8ToF32(p[k]) * srow[k / w.bk];
+      return;
+    }
+  }
+}
+
+int64_t gemmRowsPerTask(int64_t K) {
+  int64_t rows = (96 * 1024) / (std::max<int64_t>(K, 1) * 4);
+  rows = std::max<int64_t>(4, std::min<int64_t>(64, rows)) & ~int64_t(3);
+  return rows;
+}
+
+int64_t gemmScratchFloats(int64_t K) {
+  return gemmRowsPerTask(K) * K + 8;
+}
+
+void matmulRange(const float* x, int64_t M, int64_t ldx, const WeightView& w, int64_t n0, int64_t n1, float* y,
+                 int64_t ldy, float* scratch) {
+  const int64_t K = w.k;
+  if (n1 <= n0 || M <= 0) return;
+  if (w.fmt == WFormat::F32) {
+    blockKernel<3>(x, M, ldx, DecF32{static_cast<const float*>(w.data), K}, n0, n1, K, y, ldy);
+    return;
+  }
+  const bool direct = M <= kDirectMaxM && (w.fmt != WFormat::FP8 || fp8InRegisters(w));
+  if (direct) {
+    switch (w.fmt) {
+      case WFormat::BF16:
+        blockKernel<2>(x, M, ldx, DecBf16{static_cast<const uint16_t*>(w.data), K}, n0, n1, K, y, ldy);
+        return;
+      case WFormat::F16:
+        blockKernel<2>(x, M, ldx, DecF16{static_cast<const uint16_t*>(w.data), K}, n0, n1, K, y, ldy);
+        return;
+      default: {
+        DecFp8 d{static_cast<const uint8_t*>(w.data), K, w.scaleEff, w.sCols, w.bn, log2Exact(w.bk)};
+        blockKernel<2>(x, M, ldx, d, n0, n1, K, y, ldy);
+        return;
+      }
+    }
+  }
+  // buffered: decode a chunk of rows to f32 scratch, then the f32 tile over all M rows
+  const int64_t chunk = gemmRowsPerTask(K);
+  for (int64_t c0 = n0; c0 < n1; c0 += chunk) {
+    const int64_t c1 = std::min(n1, c0 + chunk);
+    for (int64_t n = c0; n < c1; n++) decodeRow(w, n, 0, K, scratch + (n - c0) * K);
+    blockKernel<3>(x, M, ldx, DecF32{scratch, K}, 0, c1 - c0, K, y + (c0 - n0), ldy);
+  }
+}
+
+bool blasAvailable() {
+#ifdef TSG_HAVE_OPENBLAS
+  return true;
+#else
+  return false;
+#endif
+}
+
+void matmul(ThreadPool& pool, const float* x, int64_t M, int64_t ldx, const WeightView& w, float* y, int64_t ldy,
+            const GemmOptions& opt) {
+  const int64_t N = w.n, K = w.k;
+  if (M <= 0 || N <= 0) return;
+  const int64_t rowsPerTask = gemmRowsPerTask(K);
+  const int threads = pool.threads();
+  // tasks: nChunks × mChunks; split M only when there are too few weight chunks to keep the threads busy
+  int64_t nChunk = rowsPerTask;
+  if (M <= kDirectMaxM) {
+    // mat-vec: smaller chunks so all threads share the weight stream
+    nChunk = std::max<int64_t>(4, std::min<int64_t>(rowsPerTask, ((N + 4 * threads - 1) / (4 * threads) + 3) & ~int64_t(3)));
+  }
+  const int64_t nTasks = (N + nChunk - 1) / nChunk;
+  int64_t mChunks = 1;
+  if (nTasks < 2 * threads && M >= 6) mChunks = std::min<int64_t>((2 * threads + nTasks - 1) / nTasks, M / 3);
+  const int64_t mChunk = ((M + mChunks - 1) / mChunks + 2) / 3 * 3;
+  mChunks = (M + mChunk - 1) / mChunk;
+
+#ifdef TSG_HAVE_OPENBLAS
+  const bool useBlas = opt.mode == GemmMode::kBlas && M >= opt.blasMinM;
+#else
+  const bool useBlas = false;
+  (void)opt;
+#endif
+  // single-threaded fast exit for tiny products (avoid waking the pool)
+  const double macs = static_cast<double>(M) * N * K;
+  std::vector<std::vector<float>>* scratchPerThread = nullptr;
+  static thread_local std::vector<std::vector<float>> scratch;
+  if (static_cast<int>(scratch.size()) < threads) scratch.resize(threads);
+  scratchPerThread = &scratch;
+  const int64_t need = useBlas ? 256 * K + 8 : gemmScratchFloats(K);
+  for (auto& s : scratch)
+    if (static_cast<int64_t>(s.size()) < need) s.resize(need);
+
+  if (useBlas) {
+#ifdef TSG_HAVE_OPENBLAS
+    const int64_t bChunk = 256;
+    const int64_t bTasks = (N + bChunk - 1) / bChunk;
+    pool.parallelFor(bTasks, [&](int64_t t, int ti) {
+      const int64_t n0 = t * bChunk, n1 = std::min(N, n0 + bChunk);
+      float* buf = (*scratchPerThread)[ti].data();
+      for (int64_t n = n0; n < n1; n++) decodeRow(w, n, 0, K, buf + (n - n0) * K);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(M), static_cast<int>(n1 - n0),
+                  static_cast<int>(K), 1.0f, x, static_cast<int>(ldx), buf, static_cast<int>(K), 0.0f, y + n0,
+                  static_cast<int>(ldy));
+    });
+#endif
+    return;
+  }
+  if (threads == 1 || macs < 32768) {
+    matmulRange(x, M, ldx, w, 0, N, y, ldy, scratch[0].data());
+    return;
+  }
+  pool.parallelFor(nTasks * mChunks, [&](int64_t t, int ti) {
+    const int64_t nt = t / mChunks, mt = t % mChunks;
+    const int64_t n0 = nt * nChunk, n1 = std::min(N, n0 + nChunk);
+    const int64_t m0 = mt * mChunk, m1 = std::min(M, m0 + mChunk);
+    matmulRange(x + m0 * ldx, m1 - m0, ldx, w, n0, n1, y + m0 * ldy + n0, ldy, (*scratchPerThread)[ti].data());
+  });
+}
+
+}  // namespace tsg

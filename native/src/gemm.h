@@ -1,0 +1,47 @@
+// Linear layers y = x · Wᵀ over weights in their stored encoding (f32, bf16, f16, block-FP8).
+#pragma once
+
+#include <cstdint>
+
+#include "common.h"
+#include "thread_pool.h"
+
+namespace tsg {
+
+/** How large-M products are computed. kOwn keeps batch invariance; kBlas uses OpenBLAS sgemm for M ≥ blasMinM. */
+enum class GemmMode : int { kOwn = 0, kBlas = 1 };
+
+struct GemmOptions {
+  GemmMode mode = GemmMode::kOwn;
+  int64_t blasMinM = 32;
+};
+
+/**
+ * y[M, N] = x[M, K] · W[N, K]ᵀ. Every output element is computed with the same arithmetic whatever M, the tile or
+ * the thread: w = dequantized f32 weight (fp8·scale rounded once), eight f32 FMA lanes over k (lane = k mod 8,
+ * ascending k, K padded with zeros to a multiple of 8), then hsum8. So a row's result does not depend on the other
+ * rows (batch invariance). In kBlas mode, M ≥ blasMinM goes through cblas_sgemm instead (not batch invariant
+ * across that threshold).
+ * @param x [M, ldx] f32 (first K of each row used)
+ * @param y [M, ldy] f32 (first N of each row written)
+ */
+void matmul(ThreadPool& pool, const float* x, int64_t M, int64_t ldx, const WeightView& w, float* y, int64_t ldy,
+            const GemmOptions& opt);
+
+/**
+ * The single-threaded body of matmul restricted to W rows [n0, n1): y[m, n - n0] for n in [n0, n1).
+ * @param scratch f32 buffer of at least gemmScratchFloats(K) elements (used by the buffered path)
+ */
+void matmulRange(const float* x, int64_t M, int64_t ldx, const WeightView& w, int64_t n0, int64_t n1, float* y,
+                 int64_t ldy, float* scratch);
+
+/** Scratch floats matmulRange needs for inner dimension K. */
+int64_t gemmScratchFloats(int64_t K);
+
+/** Rows of W per task that matmul hands to one thread (multiple of 4). */
+int64_t gemmRowsPerTask(int64_t K);
+
+/** True if the addon was built against OpenBLAS. */
+bool blasAvailable();
+
+}  // namespace tsg

@@ -1,0 +1,88 @@
+// Persistent spin-then-wait thread pool (see thread_pool.h).
+#include "thread_pool.h"
+
+#include <immintrin.h>
+
+#include <chrono>
+
+namespace tsg {
+
+namespace {
+/** How long an idle worker spins before sleeping, and how long the caller spins before yielding. */
+constexpr auto kSpinTime = std::chrono::microseconds(200);
+}  // namespace
+
+ThreadPool::ThreadPool(int threads) : threads_(threads < 1 ? 1 : threads) {
+  for (int i = 1; i < threads_; i++) workers_.emplace_back([this, i] { workerLoop(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_.store(true);
+    generation_.fetch_add(1);
+  }
+  cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::runTasks(int threadIndex) {
+  for (;;) {
+    const int64_t t = nextTask_.fetch_add(1, std::memory_order_relaxed);
+    if (t >= numTasks_) break;
+    (*fn_)(t, threadIndex);
+  }
+}
+
+void ThreadPool::workerLoop(int index) {
+  uint64_t seen = 0;
+  for (;;) {
+    uint64_t g = generation_.load(std::memory_order_acquire);
+    if (g == seen) {
+      const auto start = std::chrono::steady_clock::now();
+      int spins = 0;
+      while ((g = generation_.load(std::memory_order_acquire)) == seen) {
+        _mm_pause();
+        if (++spins % 64 == 0 && std::chrono::steady_clock::now() - start > kSpinTime) {
+          std::unique_lock<std::mutex> lock(mutex_);
+          sleeping_.fetch_add(1);
+          cv_.wait(lock, [&] { return generation_.load() != seen; });
+          sleeping_.fetch_sub(1);
+          g = generation_.load();
+          break;
+        }
+      }
+    }
+    seen = g;
+    if (stop_.load()) return;
+    runTasks(index);
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+void ThreadPool::parallelFor(int64_t numTasks, const std::function<void(int64_t, int)>& fn) {
+  if (numTasks <= 0) return;
+  if (threads_ == 1 || numTasks == 1) {
+    for (int64_t t = 0; t < numTasks; t++) fn(t, 0);
+    return;
+  }
+  fn_ = &fn;
+  numTasks_ = numTasks;
+  nextTask_.store(0, std::memory_order_relaxed);
+  pending_.store(threads_ - 1, std::memory_order_relaxed);
+  generation_.fetch_add(1, std::memory_order_seq_cst);
+  if (sleeping_.load(std::memory_order_seq_cst) > 0) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cv_.notify_all();
+  }
+  runTasks(0);
+  const auto start = std::chrono::steady_clock::now();
+  int spins = 0;
+  while (pending_.load(std::memory_order_acquire) != 0) {
+    _mm_pause();
+    if (++spins % 64 == 0 && std::chrono::steady_clock::now() - start > kSpinTime) std::this_thread::yield();
+  }
+  fn_ = nullptr;
+}
+
+}  // namespace tsg

@@ -1,0 +1,60 @@
+// Builds the native CPU backend (native/binding.gyp → native/build/Release/tsglang_native.node) with npm's own
+// bundled node-gyp against the local Node headers (never downloads them). Run by `npm install` (the `install`
+// script) and `npm run build:native`. A failed or impossible build never fails the install: it prints one line and
+// exits 0, and tsglang then runs on the TypeScript reference kernels.
+//   env TSGLANG_SKIP_NATIVE=1    skip the build
+//   env TSGLANG_NO_OPENBLAS=1    build without OpenBLAS even if libopenblas-dev is installed
+import { existsSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const nativeDir = join(root, 'native');
+const verbose = process.argv.includes('--verbose');
+
+function note(msg) {
+  process.stderr.write(`tsglang native: ${msg}\n`);
+}
+
+/** npm's bundled node-gyp: npm exports its path to lifecycle scripts; otherwise look beside the node binary. */
+function findNodeGyp() {
+  const candidates = [
+    process.env.npm_config_node_gyp,
+    join(dirname(process.execPath), '..', 'lib', 'node_modules', 'npm', 'node_modules', 'node-gyp', 'bin', 'node-gyp.js'),
+    join(dirname(process.execPath), 'node_modules', 'npm', 'node_modules', 'node-gyp', 'bin', 'node-gyp.js'),
+  ];
+  return candidates.find((p) => p && existsSync(p)) ?? null;
+}
+
+/** A folder with include/node/node_api.h for this Node (the installed headers), so node-gyp needs no download. */
+function findNodeDir() {
+  const candidates = [process.env.npm_config_nodedir, resolve(dirname(process.execPath), '..')];
+  return candidates.find((d) => d && existsSync(join(d, 'include', 'node', 'node_api.h')) && existsSync(join(d, 'include', 'node', 'common.gypi'))) ?? null;
+}
+
+function main() {
+  if (process.env.TSGLANG_SKIP_NATIVE === '1') return note('build skipped (TSGLANG_SKIP_NATIVE=1); using the TypeScript kernels');
+  if (process.arch !== 'x64') return note(`no build on ${process.arch} (the kernels are x86-64 AVX2); using the TypeScript kernels`);
+  const nodeGyp = findNodeGyp();
+  if (!nodeGyp) return note("npm's node-gyp not found; using the TypeScript kernels");
+  const nodeDir = findNodeDir();
+  if (!nodeDir) return note('local Node headers (include/node/node_api.h) not found; not downloading them; using the TypeScript kernels');
+  const args = [nodeGyp, 'rebuild', `--directory=${nativeDir}`, `--nodedir=${nodeDir}`, '--jobs=2'];
+  if (verbose) args.push('--loglevel=warn');
+  const t0 = Date.now();
+  const r = spawnSync(process.execPath, args, { cwd: nativeDir, stdio: verbose ? 'inherit' : ['ignore', 'pipe', 'pipe'], timeout: 15 * 60 * 1000, encoding: 'utf8' });
+  if (r.status === 0) {
+    note(`built native/build/Release/tsglang_native.node in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    return;
+  }
+  const tail = `${r.stderr ?? ''}`.split('\n').filter((l) => /error/i.test(l)).slice(0, 3).join(' | ');
+  note(`build failed (${r.error ? r.error.message : `exit ${r.status}`}${tail ? `: ${tail}` : ''}); using the TypeScript kernels`);
+}
+
+try {
+  main();
+} catch (err) {
+  note(`build failed (${err && err.message ? err.message : String(err)}); using the TypeScript kernels`);
+}
+process.exitCode = 0;

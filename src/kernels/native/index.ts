@@ -1,0 +1,6 @@
+// Public surface of kernels/native/: the C++ addon backend and backend selection (re-exported by kernels/index.ts).
+export * from './create_ops.js';
+export { NativeOps } from './native_ops.js';
+export type { GemmMode, NativeOpsOptions } from './native_ops.js';
+export { loadNativeAddon } from './native_addon.js';
+export type { NativeAddonStatus } from './native_addon.js';

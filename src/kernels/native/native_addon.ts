@@ -1,0 +1,85 @@
+// Loading the native addon (native/build/Release/tsglang_native.node, built by scripts/build_native.mjs during
+// npm install). Loading never throws: a missing build, a CPU without AVX2/FMA/F16C or a load error yields
+// `null` plus a one-line reason, and callers fall back to the TypeScript reference.
+import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+
+/** An opaque native object (thread pool / weight view), owned by the JS garbage collector. */
+export type NativeHandle = { readonly __nativeHandle: unique symbol };
+
+/** The functions the addon exports (native/src/addon.cc). All sizes are element counts; arrays are f32 unless named. */
+export interface NativeAddon {
+  createBackend(threads: number, gemmMode: number, blasMinM: number): NativeHandle;
+  buildInfo(): { blas: boolean; isa: string };
+  makeWeight(format: number, data: Float32Array | Uint16Array | Uint8Array, n: number, k: number, scale: Float32Array | null,
+    sRows: number, sCols: number, bn: number, bk: number): NativeHandle;
+  matmul(b: NativeHandle, x: Float32Array, m: number, w: NativeHandle, out: Float32Array): void;
+  embedding(b: NativeHandle, ids: Int32Array, table: NativeHandle, out: Float32Array): void;
+  rmsNorm(b: NativeHandle, x: Float32Array, rows: number, width: number, xStride: number, w: Float32Array, eps: number, out: Float32Array): void;
+  layerNorm(b: NativeHandle, x: Float32Array, rows: number, width: number, w: Float32Array, bias: Float32Array, eps: number, out: Float32Array): void;
+  softmax(b: NativeHandle, x: Float32Array, rows: number, width: number, out: Float32Array): void;
+  /** kind 0 add, 1 sigmoid (b ignored), 2 siluAndMul. */
+  elementwise(kind: number, a: Float32Array, b: Float32Array | null, out: Float32Array): void;
+  rope(b: NativeHandle, x: Float32Array, numTokens: number, positions: Int32Array, numHeads: number, headDim: number,
+    rowStride: number, offset: number, invFreq: Float32Array, rotaryDim: number, interleaved: boolean, mscale: number): void;
+  topk(b: NativeHandle, x: Float32Array, rows: number, width: number, k: number, idx: Int32Array, val: Float32Array): void;
+  attention(b: NativeHandle, q: Float32Array, numTokens: number, ints: Int32Array, scale: number, kBuf: Float32Array, vBuf: Float32Array,
+    extendStartLoc: Int32Array, extendSeqLens: Int32Array, extendPrefixLens: Int32Array, reqPoolIndices: Int32Array,
+    reqToToken: Int32Array, sparse: Int32Array | null, out: Float32Array): void;
+  fusedMoe(b: NativeHandle, x: Float32Array, numTokens: number, hidden: number, experts: readonly unknown[], topkIds: Int32Array,
+    topkWeights: Float32Array, topK: number, out: Float32Array): void;
+  measureFmaPeak(b: NativeHandle, seconds: number): number;
+  measureReadBandwidth(b: NativeHandle, bytes: number, reps: number): number;
+}
+
+/** Outcome of loading the addon. */
+export interface NativeAddonStatus {
+  readonly addon: NativeAddon | null;
+  /** Absolute path tried (or loaded). */
+  readonly path: string;
+  /** Why the addon is unavailable (null when loaded). */
+  readonly reason: string | null;
+}
+
+let cached: NativeAddonStatus | undefined;
+
+/** Default location: `<repo>/native/build/Release/tsglang_native.node` (this file is dist/src/kernels/native/*.js). */
+function defaultAddonPath(): string {
+  return fileURLToPath(new URL('../../../../native/build/Release/tsglang_native.node', import.meta.url));
+}
+
+/** CPU flags the addon was compiled for (-mavx2 -mfma -mf16c); null when /proc/cpuinfo is unreadable (then we just try). */
+function missingCpuFeatures(): string[] | null {
+  let info: string;
+  try {
+    info = readFileSync('/proc/cpuinfo', 'utf8');
+  } catch {
+    return null;
+  }
+  const line = /^flags\s*:(.*)$/m.exec(info);
+  if (!line) return null;
+  const flags = new Set(line[1].trim().split(/\s+/));
+  return ['avx2', 'fma', 'f16c'].filter((f) => !flags.has(f));
+}
+
+/**
+ * Loads the addon once per process (env TSGLANG_NATIVE_ADDON overrides the path; TSGLANG_NATIVE=0 disables it).
+ * @returns the addon or null with the reason; never throws
+ */
+export function loadNativeAddon(): NativeAddonStatus {
+  if (cached) return cached;
+  const path = process.env.TSGLANG_NATIVE_ADDON ?? defaultAddonPath();
+  const fail = (reason: string): NativeAddonStatus => (cached = { addon: null, path, reason });
+  if (process.env.TSGLANG_NATIVE === '0') return fail('disabled by TSGLANG_NATIVE=0');
+  if (!existsSync(path)) return fail(`native addon not built (${path} missing; run \`npm run build:native\`)`);
+  const missing = missingCpuFeatures();
+  if (missing && missing.length > 0) return fail(`CPU lacks ${missing.join(', ')} (the addon needs AVX2, FMA and F16C)`);
+  try {
+    const addon = createRequire(import.meta.url)(path) as NativeAddon;
+    if (typeof addon.matmul !== 'function') return fail(`${path} is not the tsglang addon`);
+    return (cached = { addon, path, reason: null });
+  } catch (err) {
+    return fail(`native addon failed to load: ${(err as Error).message.split('\n')[0]}`);
+  }
+}

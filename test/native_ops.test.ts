@@ -1,0 +1,297 @@
+// The native backend against the TypeScript reference: A's conformance suite (src/kernels/ops.case.ts), a method
+// coverage check of both backends, every op on random inputs (odd sizes, partial FP8 blocks, batch 1..64) within
+// stated tolerances, and bit-exact batch / thread-count invariance. Skipped (with the reason) when the addon is not
+// built, unless TSGLANG_REQUIRE_NATIVE=1.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Rng, f32ToBf16, f32ToFp8E4m3 } from '../src/common/index.js';
+import { CpuOps, createOps, loadNativeAddon } from '../src/kernels/index.js';
+import type { AttentionBatch, AttentionParams, ExpertWeights, Ops, StoredTensor, Weight } from '../src/kernels/index.js';
+import { runOpsConformance } from '../src/kernels/ops.case.js';
+
+/** Every method of the Ops interface; the type checks below fail to compile if Ops gains or loses one. */
+const OPS_METHODS = ['prepareWeight', 'matmul', 'embedding', 'rmsNorm', 'layerNorm', 'rope', 'softmax', 'add', 'sigmoid', 'siluAndMul', 'topk', 'attention', 'fusedMoe'] as const;
+type Listed = (typeof OPS_METHODS)[number];
+type OpsMethod = { [K in keyof Ops]: Ops[K] extends (...args: never[]) => unknown ? K : never }[keyof Ops];
+const everyMethodListed: [Exclude<OpsMethod, Listed>] extends [never] ? true : false = true;
+const onlyMethodsListed: [Exclude<Listed, OpsMethod>] extends [never] ? true : false = true;
+
+const status = loadNativeAddon();
+const required = process.env.TSGLANG_REQUIRE_NATIVE === '1';
+const skip = status.addon ? false : `native addon unavailable: ${status.reason}`;
+
+test('TSGLANG_REQUIRE_NATIVE=1 → the addon must load', { skip: !required }, () => {
+  assert.equal(status.reason, null);
+});
+
+const ref = new CpuOps();
+const nat: Ops | null = status.addon ? createOps({ backend: 'native', threads: 1 }) : null;
+const nat2: Ops | null = status.addon ? createOps({ backend: 'native', threads: 2 }) : null;
+
+test('both backends implement every Ops method', { skip }, () => {
+  assert.ok(everyMethodListed && onlyMethodsListed);
+  for (const ops of [ref, nat!]) {
+    for (const m of OPS_METHODS) assert.equal(typeof (ops as unknown as Record<string, unknown>)[m], 'function', `${ops.name} lacks ${m}`);
+    assert.equal(typeof ops.name, 'string');
+  }
+  // the check itself fails on an object without a method
+  const partial = { ...Object.fromEntries(OPS_METHODS.map((m) => [m, () => 0])), matmul: undefined };
+  assert.ok(OPS_METHODS.some((m) => typeof (partial as Record<string, unknown>)[m] !== 'function'));
+});
+
+if (nat) runOpsConformance('native', () => nat, { tol: 1e-6 });
+
+function randn(rng: Rng, n: number, scale = 1): Float32Array {
+  const a = new Float32Array(n);
+  for (let i = 0; i < n; i++) a[i] = rng.nextGaussian() * scale;
+  return a;
+}
+
+/** |a − b| ≤ rtol·bound + atol elementwise, where bound is a per-element magnitude (e.g. Σ|x||w| of a dot). */
+function closeTo(a: ArrayLike<number>, b: ArrayLike<number>, bound: ArrayLike<number> | number, rtol: number, what: string, atol = 0): void {
+  assert.equal(a.length, b.length, `${what}: length`);
+  for (let i = 0; i < b.length; i++) {
+    const m = typeof bound === 'number' ? bound : bound[i];
+    const lim = rtol * Math.max(m, Math.abs(b[i])) + atol;
+    if (!(Math.abs(a[i] - b[i]) <= lim) && !(Number.isNaN(a[i]) && Number.isNaN(b[i]))) {
+      assert.fail(`${what}[${i}]: native ${a[i]} vs reference ${b[i]} (limit ${lim})`);
+    }
+  }
+}
+
+/** A random [n, k] checkpoint tensor of the given stored dtype (FP8 with block scales of `block`). */
+function storedTensor(rng: Rng, dtype: 'f32' | 'bf16' | 'f16' | 'f8_e4m3', n: number, k: number, block: [number, number] = [128, 128]): StoredTensor {
+  const vals = randn(rng, n * k, 0.5);
+  if (dtype === 'f32') return { name: 'w', dtype, shape: [n, k], bytes: new Uint8Array(vals.buffer) };
+  if (dtype === 'bf16') return { name: 'w', dtype, shape: [n, k], bytes: new Uint8Array(Uint16Array.from(vals, (v) => f32ToBf16(v)).buffer) };
+  if (dtype === 'f16') {
+    const h = new Uint16Array(n * k);
+    const dv = new DataView(new ArrayBuffer(4));
+    for (let i = 0; i < h.length; i++) {
+      // f32 → f16 by truncation of a value in f16 normal range (exactness is all we need: both backends read the same bits)
+      dv.setFloat32(0, vals[i]);
+      const b = dv.getUint32(0);
+      const e = ((b >>> 23) & 0xff) - 127 + 15;
+      h[i] = e <= 0 ? (b >>> 16) & 0x8000 : ((b >>> 16) & 0x8000) | (Math.min(e, 30) << 10) | ((b >>> 13) & 0x3ff);
+    }
+    return { name: 'w', dtype, shape: [n, k], bytes: new Uint8Array(h.buffer) };
+  }
+  const codes = new Uint8Array(n * k);
+  for (let i = 0; i < codes.length; i++) codes[i] = f32ToFp8E4m3(rng.nextGaussian() * 40);
+  const sRows = Math.ceil(n / block[0]);
+  const sCols = Math.ceil(k / block[1]);
+  const scale = { data: Float32Array.from({ length: sRows * sCols }, () => 2 ** -8 * (0.5 + rng.nextFloat())), shape: [sRows, sCols] as [number, number], blockSize: block };
+  return { name: 'w', dtype, shape: [n, k], bytes: codes, scale };
+}
+
+function absArr(a: Float32Array): Float32Array {
+  return a.map(Math.abs);
+}
+
+const FORMATS = ['f32', 'bf16', 'f16', 'f8_e4m3'] as const;
+
+test('matmul: every stored format, odd sizes, partial FP8 blocks, M 1..64 vs the reference (rtol 2e-6 of Σ|x·w|)', { skip }, () => {
+  const rng = new Rng(11);
+  for (const fmt of FORMATS) {
+    for (const [n, k, block] of [[131, 261, [128, 128]], [7, 9, [128, 128]], [260, 136, [128, 128]], [37, 45, [16, 24]]] as [number, number, [number, number]][]) {
+      const st = storedTensor(rng, fmt, n, k, block);
+      const wn = nat!.prepareWeight(st);
+      const wr = ref.prepareWeight(st);
+      if (fmt === 'f8_e4m3') assert.equal(wn.format, 'fp8_block', 'native keeps FP8 codes');
+      if (fmt === 'bf16') assert.equal(wn.format, 'bf16', 'native keeps BF16');
+      const wAbs: Weight = { format: 'f32', shape: [n, k], data: absArr(wr.data as Float32Array) };
+      for (const m of [1, 2, 3, 4, 7, 64]) {
+        const x = randn(rng, m * k);
+        const got = nat!.matmul(x, m, wn);
+        const want = ref.matmul(x, m, wr);
+        const bound = ref.matmul(absArr(x), m, wAbs);
+        closeTo(got, want, bound, 2e-6, `${fmt} [${n},${k}] block ${block} M=${m}`);
+        // the native kernel sees exactly the dequantized values: an f32 copy of them gives identical bits
+        assert.deepEqual(nat!.matmul(x, m, { format: 'f32', shape: [n, k], data: wr.data as Float32Array }), got, `${fmt} M=${m}: stored == dequantized f32`);
+      }
+    }
+  }
+});
+
+test('matmul: a row alone == the same row in batches of 1..64, and 1 thread == 2 threads (bit-exact)', { skip }, () => {
+  const rng = new Rng(12);
+  for (const fmt of FORMATS) {
+    const st = storedTensor(rng, fmt, 203, 300);
+    const w = nat!.prepareWeight(st);
+    const x = randn(rng, 64 * 300);
+    const all = nat!.matmul(x, 64, w);
+    assert.deepEqual(nat2!.matmul(x, 64, w), all, `${fmt}: threads 2 vs 1`);
+    for (const m of [1, 2, 3, 5, 8, 13, 33]) {
+      const part = nat!.matmul(x, m, w);
+      assert.deepEqual(part, all.subarray(0, m * 203), `${fmt}: first ${m} rows`);
+      assert.deepEqual(nat2!.matmul(x, m, w), part, `${fmt}: M=${m} threads 2`);
+    }
+    for (const r of [0, 31, 63]) assert.deepEqual(nat!.matmul(x.subarray(r * 300, (r + 1) * 300), 1, w), all.subarray(r * 203, (r + 1) * 203), `${fmt}: row ${r}`);
+  }
+});
+
+test('embedding: every stored format equals the reference exactly', { skip }, () => {
+  const rng = new Rng(13);
+  for (const fmt of FORMATS) {
+    const st = storedTensor(rng, fmt, 150, 77);
+    const ids = Int32Array.of(0, 149, 128, 3, 3);
+    assert.deepEqual(nat!.embedding(ids, nat!.prepareWeight(st)), ref.embedding(ids, ref.prepareWeight(st)), fmt);
+  }
+  assert.throws(() => nat!.embedding(Int32Array.of(150), nat!.prepareWeight(storedTensor(rng, 'bf16', 150, 8))), /outside/);
+});
+
+test('rmsNorm, layerNorm, softmax, add, sigmoid, siluAndMul: random rows vs the reference', { skip }, () => {
+  const rng = new Rng(14);
+  for (const [rows, width] of [[1, 1], [3, 7], [17, 129], [64, 1000]]) {
+    const x = randn(rng, rows * (width + 3), 3);
+    const w = randn(rng, width);
+    const b = randn(rng, width);
+    closeTo(nat!.rmsNorm(x, rows, width, w, 1e-6), ref.rmsNorm(x, rows, width, w, 1e-6), 0, 1e-6, 'rmsNorm', 1e-30);
+    closeTo(nat!.rmsNorm(x, rows, width, w, 1e-5, undefined, width + 3), ref.rmsNorm(x, rows, width, w, 1e-5, undefined, width + 3), 0, 1e-6, 'rmsNorm stride', 1e-30);
+    closeTo(nat!.layerNorm(x, rows, width, w, b, 1e-5), ref.layerNorm(x, rows, width, w, b, 1e-5), 0, 1e-6, 'layerNorm', 1e-6);
+    closeTo(nat!.softmax(x, rows, width), ref.softmax(x, rows, width), 0, 2e-6, 'softmax', 1e-37);
+    const n = rows * width;
+    const y = randn(rng, n, 4);
+    assert.deepEqual(nat!.add(x.subarray(0, n), y), ref.add(x.subarray(0, n), y), 'add');
+    closeTo(nat!.sigmoid(y), ref.sigmoid(y), 0, 2e-6, 'sigmoid', 1e-37);
+    closeTo(nat!.siluAndMul(y, x.subarray(0, n)), ref.siluAndMul(y, x.subarray(0, n)), 0, 2e-6, 'siluAndMul', 1e-30);
+  }
+  // extremes: exp under/overflow, in-place softmax
+  const ext = Float32Array.of(-1000, -90, -87, 0, 80, 88, 89, 1000, -Infinity);
+  closeTo(nat!.sigmoid(ext), ref.sigmoid(ext), 0, 2e-6, 'sigmoid extremes', 1e-37);
+  const sm = Float32Array.of(-Infinity, 0, 1, -200);
+  const want = ref.softmax(sm, 1, 4);
+  closeTo(nat!.softmax(sm, 1, 4, sm), want, 0, 2e-6, 'softmax in place', 1e-37);
+});
+
+test('rope: neox and interleaved, partial, offset, rowStride, mscale, large positions vs the reference', { skip }, () => {
+  const rng = new Rng(15);
+  for (const style of ['neox', 'interleaved'] as const) {
+    const target = { numHeads: 3, headDim: 24, rowStride: 80, offset: 8 };
+    const invFreq = Float32Array.from({ length: 8 }, (_, i) => 1 / 10000 ** (i / 8));
+    const positions = Int32Array.of(0, 1, 17, 4095, 163839);
+    const a = randn(rng, 5 * 80);
+    const b = a.slice();
+    nat!.rope(a, 5, positions, target, { invFreq, rotaryDim: 16, style, mscale: 1.25 });
+    ref.rope(b, 5, positions, target, { invFreq, rotaryDim: 16, style, mscale: 1.25 });
+    closeTo(a, b, 0, 1e-6, `rope ${style}`, 1e-7);
+  }
+});
+
+test('topk: random rows, ties and NaN: same indices and values as the reference', { skip }, () => {
+  const rng = new Rng(16);
+  for (const [rows, width, k] of [[5, 256, 8], [3, 1000, 37], [2, 9, 9], [1, 3000, 2048]]) {
+    const x = Float32Array.from({ length: rows * width }, () => Math.round(rng.nextGaussian() * 20) / 4);
+    x[3] = NaN;
+    const a = nat!.topk(x, rows, width, k);
+    const b = ref.topk(x, rows, width, k);
+    assert.deepEqual(a.indices, b.indices, `topk [${rows},${width}] k=${k}`);
+    assert.deepEqual(a.values, b.values);
+  }
+});
+
+/** A batch of requests with shuffled locs: req i has prefix[i] cached tokens and ext[i] new rows. */
+function randomBatch(rng: Rng, prefix: number[], ext: number[], numLocs: number): { batch: AttentionBatch; numTokens: number } {
+  const stride = Math.max(...prefix.map((p, i) => p + ext[i])) + 3;
+  const free = Array.from({ length: numLocs - 1 }, (_, i) => i + 1);
+  for (let i = free.length - 1; i > 0; i--) {
+    const j = Math.floor(rng.nextFloat() * (i + 1));
+    [free[i], free[j]] = [free[j], free[i]];
+  }
+  const table = new Int32Array((prefix.length + 1) * stride);
+  const start: number[] = [];
+  let t = 0;
+  prefix.forEach((p, i) => {
+    for (let s = 0; s < p + ext[i]; s++) table[(i + 1) * stride + s] = free.pop()!;
+    start.push(t);
+    t += ext[i];
+  });
+  return {
+    numTokens: t,
+    batch: {
+      numReqs: prefix.length, extendStartLoc: Int32Array.from(start), extendSeqLens: Int32Array.from(ext), extendPrefixLens: Int32Array.from(prefix),
+      reqPoolIndices: Int32Array.from(prefix, (_, i) => i + 1), reqToToken: table, reqToTokenStride: stride,
+    },
+  };
+}
+
+function subBatch(b: AttentionBatch, i: number): AttentionBatch {
+  return { ...b, numReqs: 1, extendStartLoc: Int32Array.of(0), extendSeqLens: b.extendSeqLens.subarray(i, i + 1), extendPrefixLens: b.extendPrefixLens.subarray(i, i + 1), reqPoolIndices: b.reqPoolIndices.subarray(i, i + 1) };
+}
+
+test('attention: GQA / MLA-style shared buffer / sparse keys vs the reference, and per-request batch invariance', { skip }, () => {
+  const rng = new Rng(17);
+  const numLocs = 300;
+  // GQA: 6 q heads over 2 kv heads, odd head dims
+  const gqa = (hd: number, vhd: number): AttentionParams => {
+    const kBuf = randn(rng, numLocs * 2 * hd);
+    const vBuf = randn(rng, numLocs * 2 * vhd);
+    return { numHeads: 6, numKvHeads: 2, headDim: hd, vHeadDim: vhd, scale: 1 / Math.sqrt(hd), kBuf, kRowWidth: 2 * hd, kOffset: 0, vBuf, vRowWidth: 2 * vhd, vOffset: 0 };
+  };
+  // MLA absorbed: one kv head, K = [latent 40 | rope 8] and V = latent inside one 48-wide row
+  const kv = randn(rng, numLocs * 48);
+  const mla: AttentionParams = { numHeads: 5, numKvHeads: 1, headDim: 48, vHeadDim: 40, scale: 0.3, kBuf: kv, kRowWidth: 48, kOffset: 0, vBuf: kv, vRowWidth: 48, vOffset: 0 };
+  const { batch, numTokens } = randomBatch(rng, [0, 5, 40, 0], [7, 1, 3, 1], numLocs);
+  for (const [name, p] of [['gqa 13/11', gqa(13, 11)], ['gqa 64/64', gqa(64, 64)], ['mla', mla]] as [string, AttentionParams][]) {
+    const q = randn(rng, numTokens * p.numHeads * p.headDim);
+    const got = nat!.attention(q, numTokens, p, batch);
+    closeTo(got, ref.attention(q, numTokens, p, batch), 0, 2e-5, name, 2e-5);
+    assert.deepEqual(nat2!.attention(q, numTokens, p, batch), got, `${name}: threads 2`);
+    let row = 0;
+    for (let i = 0; i < batch.numReqs; i++) {
+      const len = batch.extendSeqLens[i];
+      const w = p.numHeads * p.headDim;
+      const alone = nat!.attention(q.subarray(row * w, (row + len) * w), len, p, subBatch(batch, i));
+      assert.deepEqual(alone, got.subarray(row * p.numHeads * p.vHeadDim, (row + len) * p.numHeads * p.vHeadDim), `${name}: req ${i} alone`);
+      row += len;
+    }
+    // sparse: unsorted picks with -1 padding and picks beyond the causal limit
+    const width = 6;
+    const idx = new Int32Array(numTokens * width);
+    for (let i = 0; i < idx.length; i++) idx[i] = rng.nextFloat() < 0.2 ? -1 : Math.floor(rng.nextFloat() * 50);
+    closeTo(nat!.attention(q, numTokens, p, batch, { indices: idx, width }), ref.attention(q, numTokens, p, batch, { indices: idx, width }), 0, 2e-5, `${name} sparse`, 2e-5);
+  }
+  // a loc outside the K/V buffers is an error, not a crash
+  const bad = { ...batch, reqToToken: batch.reqToToken.map((v) => (v === 0 ? 0 : v + 10 * numLocs)) };
+  const p = gqa(8, 8);
+  assert.throws(() => nat!.attention(randn(rng, numTokens * 6 * 8), numTokens, p, bad), /outside the K\/V buffers/);
+});
+
+test('fusedMoe: FP8 / BF16 experts with partial blocks, skipped ids and absent experts vs the reference; per-token invariance', { skip }, () => {
+  const rng = new Rng(18);
+  const D = 136;
+  const I = 72;
+  const mk = (i: number): ExpertWeights | null => {
+    if (i === 2) return null;
+    const dt = i % 2 === 0 ? 'f8_e4m3' : 'bf16';
+    return { gate: nat!.prepareWeight(storedTensor(rng, dt, I, D)), up: nat!.prepareWeight(storedTensor(rng, dt, I, D)), down: nat!.prepareWeight(storedTensor(rng, dt, D, I)) };
+  };
+  const expN = Array.from({ length: 6 }, (_, i) => mk(i));
+  const toRef = (w: Weight): Weight => ({ format: 'f32', shape: w.shape, data: ref.prepareWeight({ name: 'w', dtype: 'f32', shape: w.shape, bytes: new Uint8Array(weightF32(w).buffer) }).data as Float32Array });
+  const expR = expN.map((e) => (e ? { gate: toRef(e.gate), up: toRef(e.up), down: toRef(e.down) } : null));
+  const T = 33;
+  const topK = 3;
+  const x = randn(rng, T * D);
+  const ids = Int32Array.from({ length: T * topK }, () => (rng.nextFloat() < 0.1 ? -1 : Math.floor(rng.nextFloat() * 6)));
+  const tw = Float32Array.from({ length: T * topK }, () => rng.nextFloat());
+  const got = nat!.fusedMoe(x, T, D, expN, ids, tw, topK);
+  const want = ref.fusedMoe(x, T, D, expR, ids, tw, topK);
+  // outputs are sums of O(100) terms that cancel: compare against the output scale
+  const scale = want.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
+  closeTo(got, want, scale, 2e-6, 'fusedMoe');
+  assert.deepEqual(nat2!.fusedMoe(x, T, D, expN, ids, tw, topK), got, 'threads 2');
+  for (const t of [0, 16, 32]) {
+    const alone = nat!.fusedMoe(x.subarray(t * D, (t + 1) * D), 1, D, expN, ids.subarray(t * topK, (t + 1) * topK), tw.subarray(t * topK, (t + 1) * topK), topK);
+    assert.deepEqual(alone, got.subarray(t * D, (t + 1) * D), `token ${t} alone`);
+  }
+  assert.throws(() => nat!.fusedMoe(x, 1, D, expN, Int32Array.of(6, 0, 1), tw, topK), /expert id 6/);
+});
+
+/** Dequantized f32 copy of a weight (through the reference decoder). */
+function weightF32(w: Weight): Float32Array {
+  const [n, k] = w.shape;
+  if (w.format === 'f32') return w.data;
+  const bytes = new Uint8Array(w.data.buffer, w.data.byteOffset, w.data.byteLength);
+  const dtype = w.format === 'fp8_block' ? 'f8_e4m3' : w.format;
+  return ref.prepareWeight({ name: 'w', dtype, shape: [n, k], bytes: bytes.slice(), scale: w.format === 'fp8_block' ? w.scale : undefined }).data as Float32Array;
+}
