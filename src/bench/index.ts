@@ -9,3 +9,7 @@ export * from './download.js';
 export * from './request_funcs.js';
 export * from './metrics.js';
 export * from './bench_serving.js';
+export * from './eval_common.js';
+export * from './few_shot_gsm8k.js';
+export * from './mmlu.js';
+export * from './simple_eval_gpqa.js';
