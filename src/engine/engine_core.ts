@@ -233,13 +233,17 @@ export class EngineCore {
       this.looping = false;
       return;
     }
-    this.runOneStep();
-    if (this.scheduler.hasWork) setImmediate(() => this.loop());
+    const progressed = this.runOneStep();
+    // Nothing runnable (e.g. every waiting request blocked): stop spinning; the next message kicks the loop again.
+    if (progressed && this.scheduler.hasWork) setImmediate(() => this.loop());
     else this.looping = false;
   }
 
-  /** One scheduler step + detokenization + emission. Public for tests that drive the core step by step. */
-  runOneStep(): void {
+  /**
+   * One scheduler step + detokenization + emission. Public for tests that drive the core step by step.
+   * @returns true if a forward ran or outputs were emitted
+   */
+  runOneStep(): boolean {
     const t0 = performance.now();
     let result;
     try {
@@ -264,5 +268,6 @@ export class EngineCore {
       }
     }
     if (outputs.length > 0) this.send({ type: 'outputs', outputs });
+    return result.stats !== null || result.outputs.length > 0;
   }
 }
