@@ -21,7 +21,9 @@ export function matmul(x: Float32Array, numRows: number, w: Weight, out?: Float3
     const wd = w.data;
     for (let m = 0; m < numRows; m++) {
       const xOff = m * k;
-      for (let j = 0; j < n; j++) y[m * n + j] = dot(x, xOff, wd, j * k, k);
+      let j = 0;
+      for (; j + 1 < n; j += 2) dot2(x, xOff, wd, j * k, k, y, m * n + j);
+      for (; j < n; j++) y[m * n + j] = dot(x, xOff, wd, j * k, k);
     }
     return y;
   }
@@ -49,6 +51,37 @@ export function dot(a: Float32Array, aOff: number, b: Float32Array, bOff: number
   }
   for (; i < len; i++) s0 += a[aOff + i] * b[bOff + i];
   return (s0 + s1) + (s2 + s3);
+}
+
+/**
+ * Two dot products sharing the loads of `a`: out[o] = a·b[bOff..], out[o+1] = a·b[bOff+len..]. Each result is
+ * accumulated exactly as `dot` does (same partial sums, same order), so results are bit-identical to two dot calls.
+ */
+function dot2(a: Float32Array, aOff: number, b: Float32Array, bOff: number, len: number, out: Float32Array, o: number): void {
+  const c = bOff + len;
+  let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  let t0 = 0, t1 = 0, t2 = 0, t3 = 0;
+  let i = 0;
+  for (; i + 3 < len; i += 4) {
+    const x0 = a[aOff + i];
+    const x1 = a[aOff + i + 1];
+    const x2 = a[aOff + i + 2];
+    const x3 = a[aOff + i + 3];
+    s0 += x0 * b[bOff + i];
+    s1 += x1 * b[bOff + i + 1];
+    s2 += x2 * b[bOff + i + 2];
+    s3 += x3 * b[bOff + i + 3];
+    t0 += x0 * b[c + i];
+    t1 += x1 * b[c + i + 1];
+    t2 += x2 * b[c + i + 2];
+    t3 += x3 * b[c + i + 3];
+  }
+  for (; i < len; i++) {
+    s0 += a[aOff + i] * b[bOff + i];
+    t0 += a[aOff + i] * b[c + i];
+  }
+  out[o] = (s0 + s1) + (s2 + s3);
+  out[o + 1] = (t0 + t1) + (t2 + t3);
 }
 
 /**
