@@ -171,6 +171,10 @@ test('n > 1 with a seed: choices are reproducible and carry their index; logprob
   const b = await run();
   assert.deepEqual(a.map((o) => o.index), [0, 1, 2]);
   assert.deepEqual(a.map((o) => o.outputIds), b.map((o) => o.outputIds));
+  assert.notDeepEqual(a[0].outputIds, a[1].outputIds, 'choices sample independently');
+  const plain: GenerateOutput[] = [];
+  for await (const o of e.generate({ rid: 'plain', inputIds: P45.tokens, samplingParams: { n: 2, seed: 3, maxNewTokens: 2 } })) plain.push(o);
+  assert.ok(plain.every((o) => o.cachedTokens === P45.tokens.length - 1), 'choices reuse the prefilled prompt');
   const lp = a[0].logprobs!;
   assert.equal(lp.outputTokenLogprobs.length, 6);
   assert.equal(lp.outputTopLogprobs[0].length, 2);

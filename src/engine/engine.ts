@@ -62,6 +62,8 @@ export class Engine implements EngineApi {
   private readonly choices = new Map<string, ChoiceState>();
   private readonly groups = new Map<string, RequestGroup>();
   private readonly replies = new Map<number, Deferred<boolean | EngineLoad>>();
+  /** n > 1 prefix warm-up requests in flight. */
+  private readonly warmups = new Map<string, Deferred<void>>();
   private nextReplyId = 1;
   private dead: Error | null = null;
 
@@ -118,6 +120,23 @@ export class Engine implements EngineApi {
     if (this.groups.has(req.rid)) throw new InvalidRequestError(`Duplicate request id ${req.rid}.`, 'rid');
     const nowMs = performance.now();
     const prepared = this.tm.prepare(req, nowMs);
+    if (prepared.choices.length > 1 && !this.info.disableRadixCache) {
+      // n > 1: prefill the prompt once (max_new_tokens 0) so the n choices share it (SGLang _handle_batch_request).
+      const w = prepared.choices[0];
+      const wrid = `${req.rid}-prefill`;
+      const d = new Deferred<void>();
+      this.warmups.set(wrid, d);
+      this.transport.send({
+        type: 'generate',
+        req: { ...w.req, rid: wrid, stream: false, returnLogprob: false, logprobStartLen: -1, params: { ...w.req.params, maxNewTokens: 0 } },
+        detok: w.detok,
+      });
+      try {
+        await d.promise;
+      } finally {
+        this.warmups.delete(wrid);
+      }
+    }
     const queue = new AsyncQueue<GenerateOutput>();
     const group: RequestGroup = { internalRids: prepared.choices.map((c) => c.req.rid), remaining: prepared.choices.length };
     this.groups.set(req.rid, group);
@@ -146,6 +165,7 @@ export class Engine implements EngineApi {
         for (const o of m.outputs) this.deliver(o);
         return;
       case 'req_error': {
+        this.warmups.get(m.rid)?.reject(errorFromKind(m.kind, m.message, m.param));
         const st = this.choices.get(m.rid);
         if (!st) return;
         this.endChoice(m.rid, st);
@@ -164,6 +184,11 @@ export class Engine implements EngineApi {
   }
 
   private deliver(o: CoreOutput): void {
+    const w = this.warmups.get(o.rid);
+    if (w) {
+      if (o.finishReason) w.resolve();
+      return;
+    }
     const st = this.choices.get(o.rid);
     if (!st) return;
     const finished = o.finishReason !== null;

@@ -154,6 +154,7 @@ export class EngineCore {
       chunkedPrefillSize: plan.chunkedPrefillSize,
       pageSize,
       maxReqInputLen: scheduler.maxReqInputLen,
+      disableRadixCache: options.disableRadixCache ?? false,
       defaultSamplingParams: readGenerationDefaults(options.modelPath),
     };
     return new EngineCore(info, scheduler, tokenizer, options.streamInterval ?? 1, send, logger);

@@ -154,6 +154,8 @@ export interface EngineInfo {
   readonly maxPrefillTokens: number;
   readonly chunkedPrefillSize: number | null;
   readonly pageSize: number;
+  /** --disable-radix-cache in effect. */
+  readonly disableRadixCache: boolean;
   /** max prompt length accepted (SGLang max_req_input_len). */
   readonly maxReqInputLen: number;
   /** Sampling defaults from generation_config.json (temperature, topP, topK, minP, repetitionPenalty), when present. */
