@@ -12,6 +12,12 @@ import { tinyTokenizerSpec, writeTinyTokenizer } from '../tokenizer/index.js';
 export const EMBEDDED_MODEL_NAME = 'tiny-minimax-m2-v1';
 
 /**
+ * Context length of the embedded model: room for the seed examples (max_tokens 2048 plus the prompt) while a chat
+ * request without max_tokens (generated until the context is full, as SGLang does) still ends in minutes.
+ */
+export const EMBEDDED_CONTEXT_LENGTH = 4096;
+
+/**
  * Writes a complete tiny checkpoint (weights + tokenizer + chat template) of `arch` into `dir`.
  * @returns the files written
  */
@@ -37,7 +43,7 @@ export function ensureEmbeddedModel(cacheDir: string, logger: Logger): string {
   const tmp = mkdtempSync(join(cacheDir, `.${EMBEDDED_MODEL_NAME}.tmp-`));
   logger.info(`Generating the embedded tiny MiniMax-M2 model (random weights, DeepSeek-V3 BPE tokenizer + MiniMax tokens) into ${target}`);
   try {
-    writeTinyModelWithTokenizer('minimax-m2', tmp);
+    writeTinyModelWithTokenizer('minimax-m2', tmp, { configOverrides: { max_position_embeddings: EMBEDDED_CONTEXT_LENGTH } });
     try {
       renameSync(tmp, target);
     } catch (err) {

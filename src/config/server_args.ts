@@ -384,5 +384,5 @@ export interface ServerEnv {
  */
 export function readServerEnv(env: NodeJS.ProcessEnv = process.env): ServerEnv {
   const home = env.HOME ?? env.USERPROFILE ?? '.';
-  return { cacheDir: env.TSGLANG_CACHE_DIR ?? `${home}/.cache/tsglang` };
+  return { cacheDir: env.TSGLANG_CACHE_DIR || `${home}/.cache/tsglang` };
 }

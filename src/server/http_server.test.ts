@@ -22,7 +22,7 @@ class FakeEngine implements EngineApi {
   readonly info: EngineInfo = {
     modelPath: '/models/fake', tokenizerPath: '/models/fake', architecture: 'FakeForCausalLM', contextLength: CONTEXT_LEN,
     vocabSize: tok.vocabSize, eosTokenIds: [1], maxTotalNumTokens: 4096, maxRunningRequests: 8, maxPrefillTokens: 16384,
-    chunkedPrefillSize: 2048, pageSize: 1, maxReqInputLen: CONTEXT_LEN - 6, defaultSamplingParams: {},
+    chunkedPrefillSize: 2048, pageSize: 1, disableRadixCache: false, maxReqInputLen: CONTEXT_LEN - 6, defaultSamplingParams: {},
   };
   lastRequest: GenerateRequest | null = null;
   aborted: string[] = [];

@@ -111,11 +111,15 @@ export class HttpServer {
     });
   }
 
-  /** Stops accepting connections and closes idle ones. */
-  close(): Promise<void> {
+  /**
+   * Stops accepting connections, closes idle ones, and after `graceMs` closes the rest (open streams).
+   * @param graceMs milliseconds active responses get to finish
+   */
+  close(graceMs = 1000): Promise<void> {
     this.ready = false;
     return new Promise((resolve) => {
-      this.server.close(() => resolve());
+      const timer = setTimeout(() => this.server.closeAllConnections(), graceMs);
+      this.server.close(() => { clearTimeout(timer); resolve(); });
       this.server.closeIdleConnections();
     });
   }

@@ -1,0 +1,136 @@
+// `tsglang serve [flags]` (= `sglang serve` / `python -m sglang.launch_server`): parses SGLang's flags, stops on
+// features that are not built, resolves the model (the embedded tiny MiniMax-M2 when --model-path is absent),
+// starts the engine (worker thread) and the HTTP server, warms up, and prints SGLang's start-up lines to stderr.
+import { availableParallelism } from 'node:os';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { InvalidRequestError, Logger, TsglangError, UnsupportedFeatureError } from '../common/index.js';
+import type { LogLevel } from '../common/index.js';
+import {
+  engineSlice, httpServerSlice, parseServerArgs, readServerEnv, servedModelName, serverArgsHelp, validateServerArgs,
+} from '../config/index.js';
+import type { ServerArgs } from '../config/index.js';
+import { Engine } from '../engine/index.js';
+import { REASONING_PARSER_NAMES, TOOL_CALL_PARSER_NAMES } from '../parsers/index.js';
+import { BuilderChatPrompt, HttpServer, ParserChatOutput, PLAIN_CHAT_OUTPUT, ServerMetrics } from '../server/index.js';
+import { ChatPromptBuilder } from '../tokenizer/index.js';
+import { ensureEmbeddedModel } from './embedded_model.js';
+
+/** tsglang's version (package.json), reported by /get_server_info. */
+function packageVersion(): string {
+  try {
+    const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version?: string };
+    return pkg.version ?? '0.0.0';
+  } catch {
+    return '0.0.0';
+  }
+}
+
+function snakeArgs(a: Readonly<ServerArgs>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(a)) out[k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)] = v;
+  return out;
+}
+
+function pyRepr(v: unknown): string {
+  if (v === null || v === undefined) return 'None';
+  if (v === true) return 'True';
+  if (v === false) return 'False';
+  if (typeof v === 'string') return `'${v}'`;
+  if (typeof v === 'object') return JSON.stringify(v);
+  return String(v);
+}
+
+/**
+ * Entry of `tsglang serve`. Resolves when the server has shut down (SIGINT/SIGTERM).
+ * @returns 0 after a clean shutdown, 2 on a flag error, 1 when start-up fails
+ */
+export async function run(argv: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseServerArgs(argv);
+  } catch (err) {
+    if (err instanceof InvalidRequestError) {
+      process.stderr.write(`usage: tsglang serve [--model-path DIR] [flags]  (tsglang serve --help lists them)\ntsglang serve: error: ${err.message}\n`);
+      return 2;
+    }
+    throw err;
+  }
+  if (parsed.help) {
+    process.stdout.write(serverArgsHelp());
+    return 0;
+  }
+  const args = parsed.args;
+  const logger = new Logger(args.logLevel as LogLevel);
+  try {
+    const { notices } = validateServerArgs(args, parsed.given, availableParallelism());
+    if (args.reasoningParser !== null && !REASONING_PARSER_NAMES.includes(args.reasoningParser)) {
+      throw new InvalidRequestError(`argument --reasoning-parser: invalid choice: '${args.reasoningParser}' (choose from ${REASONING_PARSER_NAMES.join(', ')})`, 'reasoning-parser');
+    }
+    if (args.toolCallParser !== null && !TOOL_CALL_PARSER_NAMES.includes(args.toolCallParser)) {
+      throw new InvalidRequestError(`argument --tool-call-parser: invalid choice: '${args.toolCallParser}' (choose from ${TOOL_CALL_PARSER_NAMES.join(', ')})`, 'tool-call-parser');
+    }
+    for (const n of notices) logger.warning(n);
+
+    // 1. the model: --model-path, or the embedded tiny MiniMax-M2 (generated once into the cache)
+    const modelPath = args.modelPath ?? ensureEmbeddedModel(readServerEnv().cacheDir, logger);
+    const served = servedModelName(args, modelPath);
+    const shown = { ...args, modelPath, tokenizerPath: args.tokenizerPath ?? modelPath, servedModelName: served };
+    logger.info(`server_args=ServerArgs(${Object.entries(snakeArgs(shown)).map(([k, v]) => `${k}=${pyRepr(v)}`).join(', ')})`);
+
+    // 2. engine (worker thread): loads weights, sizes the KV pool
+    const engine = await Engine.create({ ...engineSlice(args, modelPath), useWorkerThread: true }, logger);
+    // 3. HTTP server
+    const config = httpServerSlice(args, served);
+    const modelConfig = JSON.parse(readFileSync(join(modelPath, 'config.json'), 'utf8')) as { model_type?: string; architectures?: string[] };
+    const builder = ChatPromptBuilder.fromModelDir(modelPath, { chatTemplate: args.chatTemplate, toolCallParser: args.toolCallParser });
+    const chatOutput = args.reasoningParser || args.toolCallParser ? new ParserChatOutput(args.reasoningParser, args.toolCallParser) : PLAIN_CHAT_OUTPUT;
+    const server = new HttpServer({
+      engine,
+      tokenizer: engine.tokenizer,
+      config,
+      chatPrompt: new BuilderChatPrompt(builder),
+      chatOutput,
+      modelFacts: { modelType: modelConfig.model_type ?? null, architectures: modelConfig.architectures ?? [] },
+      serverArgs: snakeArgs(shown),
+      metrics: args.enableMetrics ? new ServerMetrics(served, engine) : null,
+      logger: logger.child('[http]'),
+      version: packageVersion(),
+    });
+    const port = await server.listen(args.host, args.port);
+    logger.info(`Started server process [${process.pid}]`);
+    logger.info(`Uvicorn running on http://${args.host}:${port} (Press CTRL+C to quit)`);
+
+    // 4. warmup (SGLang's _wait_and_warmup): one greedy 8-token request
+    if (!args.skipServerWarmup) {
+      const it = engine.generate({ rid: 'WARMUP', text: 'The capital city of France is', samplingParams: { maxNewTokens: 8, temperature: 0 } });
+      for await (const _ of it) { /* drain */ }
+    }
+    server.setReady(true);
+    logger.info('The server is fired up and ready to roll!');
+
+    // 5. run until SIGINT / SIGTERM
+    await new Promise<void>((resolve) => {
+      const stop = (sig: string) => {
+        logger.info(`Received ${sig}, shutting down`);
+        resolve();
+      };
+      process.once('SIGINT', () => stop('SIGINT'));
+      process.once('SIGTERM', () => stop('SIGTERM'));
+    });
+    engine.abortAll();
+    await server.close();
+    await engine.shutdown();
+    return 0;
+  } catch (err) {
+    if (err instanceof UnsupportedFeatureError || err instanceof InvalidRequestError) {
+      process.stderr.write(`tsglang serve: error: ${err.message}\n`);
+      return 2;
+    }
+    if (err instanceof TsglangError) {
+      process.stderr.write(`tsglang serve: ${err.name}: ${err.message}\n`);
+      return 1;
+    }
+    throw err;
+  }
+}

@@ -1,0 +1,200 @@
+// End to end: `tsglang serve` as a child process on a free loopback port (embedded default model, generated into
+// a temporary HOME's cache, one compute thread), driven with the openai npm client and fetch.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+import { TSGLANG_BIN } from '../helpers/paths.js';
+import { loadTokenizer, ChatPromptBuilder } from '../../src/tokenizer/index.js';
+import type { Tokenizer } from '../../src/tokenizer/index.js';
+import { iterateSseData } from '../../src/protocol/index.js';
+
+// A stable HOME so the embedded model is generated once per machine, not once per run (content is deterministic).
+const HOME = join(tmpdir(), 'tsglang-e2e-home');
+const MODEL_DIR = join(HOME, '.cache', 'tsglang', 'tiny-minimax-m2-v1');
+const API_KEY = 'sk-e2e';
+const CONTEXT_LEN = 4096;
+
+let child: ChildProcess;
+let base: string;
+let stderr = '';
+let tok: Tokenizer;
+let client: OpenAI;
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+const json = async (r: Promise<Response> | Response): Promise<any> => (await r).json();
+const headers = { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' };
+const post = (path: string, body: unknown, h: Record<string, string> = headers) =>
+  fetch(base + path, { method: 'POST', headers: h, body: typeof body === 'string' ? body : JSON.stringify(body) });
+
+before(async () => {
+  mkdirSync(HOME, { recursive: true });
+  const port = await freePort();
+  base = `http://127.0.0.1:${port}`;
+  child = spawn(process.execPath, [TSGLANG_BIN, 'serve', '--port', String(port), '--num-threads', '1', '--api-key', API_KEY, '--enable-metrics'], {
+    env: { ...process.env, HOME, TSGLANG_CACHE_DIR: join(HOME, '.cache', 'tsglang') },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  child.stderr!.setEncoding('utf8');
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start in time:\n${stderr}`)), 300_000);
+    child.stderr!.on('data', (d: string) => {
+      stderr += d;
+      if (stderr.includes('The server is fired up and ready to roll!')) { clearTimeout(timer); resolve(); }
+    });
+    child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`server exited with ${code}:\n${stderr}`)); });
+  });
+  tok = loadTokenizer(MODEL_DIR);
+  client = new OpenAI({ baseURL: `${base}/v1`, apiKey: API_KEY });
+});
+
+after(async () => {
+  if (child && child.exitCode === null) {
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGTERM');
+    await exited;
+  }
+});
+
+async function assertHealthy(): Promise<void> {
+  assert.equal((await fetch(`${base}/health`)).status, 200);
+  const r = await json(post('/generate', { input_ids: [1, 2, 3], sampling_params: { max_new_tokens: 1, temperature: 0 } }));
+  assert.equal(r.output_ids.length, 1);
+}
+
+test('start-up prints the KV token capacity and the ready line; /get_model_info reports the local path', async () => {
+  assert.match(stderr, /max_total_num_tokens=\d+/);
+  assert.match(stderr, /The server is fired up and ready to roll!/);
+  const info = await json(fetch(`${base}/get_model_info`, { headers }));
+  assert.equal(info.model_path, MODEL_DIR);
+  assert.equal(info.tokenizer_path, MODEL_DIR);
+  assert.deepEqual(info.architectures, ['MiniMaxM2ForCausalLM']);
+  const models = await json(fetch(`${base}/v1/models`, { headers }));
+  assert.equal(models.data[0].id, MODEL_DIR);
+  assert.equal(models.data[0].max_model_len, CONTEXT_LEN);
+  assert.equal(models.data[0].owned_by, 'sglang');
+});
+
+test('the seed chat completion (system + user as text parts), another model name served anyway', async () => {
+  const messages = [
+    { role: 'system' as const, content: [{ type: 'text' as const, text: 'You are a helpful assistant.' }] },
+    { role: 'user' as const, content: [{ type: 'text' as const, text: 'Who won the world series in 2020?' }] },
+  ];
+  const r = await client.chat.completions.create({ model: 'MiniMaxAI/MiniMax-M2.7', messages, max_tokens: 12, temperature: 0 });
+  assert.equal(r.object, 'chat.completion');
+  assert.equal(r.model, 'MiniMaxAI/MiniMax-M2.7');
+  assert.equal(r.choices[0].finish_reason, 'length');
+  assert.equal(typeof r.choices[0].message.content, 'string');
+  const prompt = ChatPromptBuilder.fromModelDir(MODEL_DIR).build({ messages });
+  assert.ok(prompt.text.startsWith(']~!b[]~b]system\nYou are a helpful assistant.[e~[\n]~b]user\nWho won the world series in 2020?[e~[\n]~b]ai\n<think>\n'));
+  const promptTokens = tok.encode(prompt.text, { addSpecialTokens: false }).length;
+  assert.deepEqual(r.usage, { prompt_tokens: promptTokens, completion_tokens: 12, total_tokens: promptTokens + 12 });
+  // the same request through /generate with the same prompt ids gives the same greedy text
+  const g = await json(post('/generate', { input_ids: tok.encode(prompt.text, { addSpecialTokens: false }), sampling_params: { max_new_tokens: 12, temperature: 0 } }));
+  assert.equal(r.choices[0].message.content, g.text);
+  await assertHealthy();
+});
+
+test('the seed streaming example: deltas add up to the non-streaming greedy answer; usage chunk', async () => {
+  const messages = [{ role: 'user' as const, content: 'Solve this problem step by step: What is 15% of 240?' }];
+  const stream = await client.chat.completions.create({ model: 'MiniMaxAI/MiniMax-M2.7', messages, max_tokens: 10, temperature: 0, stream: true, stream_options: { include_usage: true } });
+  let text = '';
+  let finish: string | null = null;
+  let usage: { completion_tokens: number } | null = null;
+  let chunks = 0;
+  for await (const chunk of stream) {
+    chunks++;
+    if (chunk.usage) usage = chunk.usage;
+    if (!chunk.choices.length) continue;
+    if (chunk.choices[0].delta.content) text += chunk.choices[0].delta.content;
+    if (chunk.choices[0].finish_reason) finish = chunk.choices[0].finish_reason;
+  }
+  assert.ok(chunks >= 3);
+  assert.equal(finish, 'length');
+  assert.equal(usage?.completion_tokens, 10);
+  const once = await client.chat.completions.create({ model: 'x', messages, max_tokens: 10, temperature: 0 });
+  assert.equal(text, once.choices[0].message.content);
+});
+
+test('/generate: text and input_ids agree, output text decodes the ids, streaming is cumulative', async () => {
+  const text = 'The capital city of France is';
+  const a = await json(post('/generate', { text, sampling_params: { max_new_tokens: 8, temperature: 0 } }));
+  assert.equal(a.output_ids.length, 8);
+  assert.equal(a.text, tok.decode(a.output_ids));
+  assert.deepEqual(a.meta_info.finish_reason, { type: 'length', length: 8 });
+  assert.equal(a.meta_info.prompt_tokens, tok.encode(text).length);
+  const b = await json(post('/generate', { input_ids: tok.encode(text), sampling_params: { max_new_tokens: 8, temperature: 0 }, return_logprob: true, top_logprobs_num: 2 }));
+  assert.deepEqual(b.output_ids, a.output_ids);
+  assert.equal(b.meta_info.output_token_logprobs.length, 8);
+  assert.equal(b.meta_info.output_token_logprobs[0][1], a.output_ids[0]);
+  assert.equal(b.meta_info.output_top_logprobs[0].length, 2);
+  // greedy: the sampled token is the top-1 alternative
+  assert.equal(b.meta_info.output_top_logprobs[0][0][1], a.output_ids[0]);
+  const res = await post('/generate', { text, sampling_params: { max_new_tokens: 4, temperature: 0 }, stream: true });
+  const events = [];
+  for await (const d of iterateSseData(res.body as AsyncIterable<Uint8Array>)) events.push(JSON.parse(d));
+  const last = events[events.length - 1];
+  assert.deepEqual(last.output_ids, a.output_ids.slice(0, 4));
+  assert.equal(last.text, tok.decode(a.output_ids.slice(0, 4)));
+});
+
+test('/v1/completions with the seed-style prompt', async () => {
+  const r = await client.completions.create({ model: 'default', prompt: 'Say this is a test', max_tokens: 5, temperature: 0 });
+  assert.equal(r.object, 'text_completion');
+  assert.equal(r.choices[0].finish_reason, 'length');
+  assert.equal(r.usage?.completion_tokens, 5);
+});
+
+test('bad requests → SGLang status and error body; the server stays healthy after each', async () => {
+  const expectError = async (res: Response, status: number, re: RegExp) => {
+    assert.equal(res.status, status);
+    const b = await json(res);
+    assert.deepEqual(Object.keys(b).sort(), ['code', 'message', 'object', 'param', 'type']);
+    assert.equal(b.object, 'error');
+    assert.equal(b.code, status);
+    assert.match(b.message, re);
+    await assertHealthy();
+  };
+  await expectError(await post('/v1/chat/completions', '{"model": "x", "messages": [{"role": "user", "content": "hi"}'), 400, /JSON decode error/);
+  await expectError(await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], max_tokens: 'ten' }), 400, /max_tokens/);
+  await expectError(await post('/v1/chat/completions', { messages: 'hello' }), 400, /messages/);
+  await expectError(await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], top_p: 5 }), 400, /top_p/);
+  const longPrompt = 'hello '.repeat(CONTEXT_LEN + 10);
+  await expectError(await post('/v1/completions', { prompt: longPrompt, max_tokens: 4 }), 400, /context length/);
+  await expectError(await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], max_tokens: CONTEXT_LEN + 100 }), 400, /maximum context length of 4096 tokens/);
+  const unauthorized = await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }] }, { authorization: 'Bearer wrong', 'content-type': 'application/json' });
+  assert.equal(unauthorized.status, 401);
+  assert.deepEqual(await json(unauthorized), { error: 'Unauthorized' });
+  await assertHealthy();
+  const metrics = await (await fetch(`${base}/metrics`)).text();
+  assert.match(metrics, /sglang:num_requests_total\{model_name="[^"]+"\} \d+/);
+  assert.match(metrics, /sglang:num_running_reqs\{model_name="[^"]+"\} 0/);
+});
+
+test('flags whose feature is not built stop start-up with a clear message', () => {
+  for (const [flags, re] of [
+    [['--tp', '4'], /tensor parallelism \(--tp-size 4/],
+    [['--speculative-algorithm', 'EAGLE', '--speculative-num-steps', '3'], /speculative decoding/],
+    [['--disaggregation-mode', 'prefill'], /disaggregation/],
+  ] as [string[], RegExp][]) {
+    const r = spawnSync(process.execPath, [TSGLANG_BIN, 'serve', ...flags], { env: { ...process.env, HOME }, encoding: 'utf8' });
+    assert.notEqual(r.status, 0);
+    assert.match(r.stderr, re);
+    assert.match(r.stderr, /not supported by tsglang yet/);
+  }
+});
