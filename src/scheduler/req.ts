@@ -3,7 +3,8 @@
 import { Rng } from '../common/index.js';
 import type { PrefixNode } from '../mem_cache/index.js';
 import type { SamplingParams } from '../sampling/index.js';
-import type { FinishReasonData, TokenizedReq } from './io.js';
+import type { RowSamplingInfo } from '../sampling/index.js';
+import type { FinishReasonData, ReqTokenOutput, TokenizedReq } from './io.js';
 
 /** A request's scheduler-side state. */
 export class Req {
@@ -106,5 +107,57 @@ export class Req {
     if (this.finishReason) return;
     if (this.outputIds.length >= this.maxNewTokens) this.finishReason = { type: 'length', length: this.maxNewTokens };
     else if (this.stopTokenIds.includes(id)) this.finishReason = { type: 'stop', matched: id };
+  }
+
+  /** This request's row-sampling inputs for the sampler. */
+  samplingInfo(): RowSamplingInfo {
+    return {
+      params: this.params,
+      rng: this.rng,
+      outputCounts: this.outputCounts,
+      numOutputTokens: this.outputIds.length,
+      stopTokenIds: this.maskIds,
+      topLogprobsNum: this.returnLogprob ? this.topLogprobsNum : 0,
+      needLogprob: this.returnLogprob,
+    };
+  }
+
+  /**
+   * Prompt positions p of an extend of `n` tokens from kvCommittedLen whose logits give the logprob of prompt token
+   * p + 1 (from max(logprobStartLen, 1) − 1 to L − 2).
+   */
+  scorePositions(n: number): number[] {
+    if (!this.wantsInputLogprobs) return [];
+    const L = this.originInputIds.length;
+    const from = Math.max(this.kvCommittedLen, Math.max(this.logprobStartLen, 1) - 1);
+    const to = Math.min(this.kvCommittedLen + n, L - 1);
+    const out: number[] = [];
+    for (let p = from; p < to; p++) out.push(p);
+    return out;
+  }
+
+  /** The token output since the last one taken (new ids, their logprobs, prompt logprobs once). */
+  takeOutput(): ReqTokenOutput {
+    const from = this.sendOffset;
+    this.sendOffset = this.outputIds.length;
+    const out: { -readonly [K in keyof ReqTokenOutput]: ReqTokenOutput[K] } = {
+      rid: this.rid,
+      newIds: this.outputIds.slice(from),
+      finishReason: this.finishReason,
+      promptTokens: this.originInputIds.length,
+      completionTokens: this.outputIds.length,
+      cachedTokens: this.cachedTokens,
+      numRetractions: this.numRetractions,
+    };
+    if (this.returnLogprob) {
+      out.outputTokenLogprobs = this.outputTokenLogprobs.slice(from);
+      out.outputTopLogprobs = this.outputTopLogprobs.slice(from);
+      if (this.inputTokenLogprobs && !this.inputLogprobsSent) {
+        out.inputTokenLogprobs = this.inputTokenLogprobs;
+        out.inputTopLogprobs = this.inputTopLogprobs ?? [];
+        this.inputLogprobsSent = true;
+      }
+    }
+    return out;
   }
 }

@@ -165,7 +165,7 @@ export class Scheduler {
     if (ri >= 0) this.running.splice(ri, 1);
     if (this.chunkedReq === req) this.chunkedReq = null;
     this.mem.releaseFinished(req);
-    if (reason.type === 'abort') this.pendingOutputs.push(this.makeOutput(req));
+    if (reason.type === 'abort') this.pendingOutputs.push(req.takeOutput());
     return true;
   }
 
@@ -242,7 +242,7 @@ export class Scheduler {
       }
       if (completes && req.maxNewTokens > 0) {
         offsets.push(n - 1);
-        sample.push({ logitIdx: logitIdx++, info: this.samplingInfo(req) });
+        sample.push({ logitIdx: logitIdx++, info: req.samplingInfo() });
         sampled.push(req);
       }
       entries.push({ reqPoolIdx: req.reqPoolIdx, prefixLen: start, inputIds: fill.slice(start, start + n), outCacheLoc: it.locs, isDecode: false, logitOffsets: offsets });
@@ -250,7 +250,7 @@ export class Scheduler {
     }
     decodes.forEach((req, i) => {
       entries.push({ reqPoolIdx: req.reqPoolIdx, prefixLen: req.kvCommittedLen, inputIds: [req.outputIds[req.outputIds.length - 1]], outCacheLoc: decodeLocs[i], isDecode: true, logitOffsets: [0] });
-      sample.push({ logitIdx: logitIdx++, info: this.samplingInfo(req) });
+      sample.push({ logitIdx: logitIdx++, info: req.samplingInfo() });
       sampled.push(req);
     });
     const batch = buildForwardBatch(entries, this.mem.reqToTokenPool.reqToToken, this.mem.reqToTokenPool.maxContextLen, this.runner.kvPool);
@@ -302,7 +302,7 @@ export class Scheduler {
       } else if (!this.running.includes(req)) {
         this.running.push(req);
       }
-      outputs.push(this.makeOutput(req));
+      outputs.push(req.takeOutput());
     }
 
     const stats: StepStats = {
@@ -324,18 +324,6 @@ export class Scheduler {
     };
     if (this.cfg.recordStats) this.statsHistory.push(stats);
     return { stats, outputs };
-  }
-
-  private samplingInfo(req: Req) {
-    return {
-      params: req.params,
-      rng: req.rng,
-      outputCounts: req.outputCounts,
-      numOutputTokens: req.outputIds.length,
-      stopTokenIds: req.maskIds,
-      topLogprobsNum: req.returnLogprob ? req.topLogprobsNum : 0,
-      needLogprob: req.returnLogprob,
-    };
   }
 
   /** Builds this step's prefill (SGLang get_new_batch_prefill + PrefillAdder), allocating its KV. Null if none. */
@@ -412,21 +400,10 @@ export class Scheduler {
         this.waiting.unshift(req);
         continue;
       }
-      items.push({ req, n, locs, scorePositions: this.scorePositions(req, n) });
+      items.push({ req, n, locs, scorePositions: req.scorePositions(n) });
     }
     if (items.length === 0) return null;
     return { extends: items, decodes: mixedDecodes, cached };
-  }
-
-  /** Prompt positions p in this extend whose logits give the logprob of prompt token p+1. */
-  private scorePositions(req: Req, n: number): number[] {
-    if (!req.wantsInputLogprobs) return [];
-    const L = req.originInputIds.length;
-    const from = Math.max(req.kvCommittedLen, Math.max(req.logprobStartLen, 1) - 1);
-    const to = Math.min(req.kvCommittedLen + n, L - 1);
-    const out: number[] = [];
-    for (let p = from; p < to; p++) out.push(p);
-    return out;
   }
 
   /**
@@ -481,33 +458,6 @@ export class Scheduler {
       req.inputTopLogprobs = null;
     }
     this.waiting.push(req);
-  }
-
-  private makeOutput(req: Req): ReqTokenOutput {
-    const newIds = req.outputIds.slice(req.sendOffset);
-    const lpFrom = req.sendOffset;
-    req.sendOffset = req.outputIds.length;
-    const out: {
-      -readonly [K in keyof ReqTokenOutput]: ReqTokenOutput[K];
-    } = {
-      rid: req.rid,
-      newIds,
-      finishReason: req.finishReason,
-      promptTokens: req.originInputIds.length,
-      completionTokens: req.outputIds.length,
-      cachedTokens: req.cachedTokens,
-      numRetractions: req.numRetractions,
-    };
-    if (req.returnLogprob) {
-      out.outputTokenLogprobs = req.outputTokenLogprobs.slice(lpFrom);
-      out.outputTopLogprobs = req.outputTopLogprobs.slice(lpFrom);
-      if (req.inputTokenLogprobs && !req.inputLogprobsSent) {
-        out.inputTokenLogprobs = req.inputTokenLogprobs ?? [];
-        out.inputTopLogprobs = req.inputTopLogprobs ?? [];
-        req.inputLogprobsSent = true;
-      }
-    }
-    return out;
   }
 
   /** Live counters (for EngineLoad). */
