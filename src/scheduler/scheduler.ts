@@ -1,8 +1,16 @@
 // Scheduler: continuous batching over one model (SGLang managers/scheduler.py event_loop_normal,
 // get_next_batch_to_run, update_running_batch, process_batch_result). step() is synchronous:
 //   schedule (prefill first, else decode with retraction) → ForwardBatch → ModelRunner (forward + sample) → postprocess.
-// Speculative decoding and PD plug in at the seams: `appendToken` per accepted token, prebuilt admission, decode-only
-// steps; TP ranks wrap the ModelRunner.
+// Owns the queues and is the single owner of KV / radix state (through CacheManager); never sees text.
+//
+// Seams for what comes next (layout-and-style.md §2.4), none of which needs a rewrite:
+// - speculative decoding: a verify step is a decode whose entries carry 1 + numDraftTokens rows
+//   (BatchEntry.inputIds/logitOffsets already take any count); postprocess appends the accepted tokens with
+//   Req.appendToken one by one (each applies the stop rules) and frees the rejected slots' locs.
+// - PD disaggregation: a prefill-only loop calls step() with decode disabled and hands finished prefills' KV pages to a
+//   sender; a decode-only loop admits prebuilt requests through CacheManager.admit + allocTokens and never prefills.
+// - TP/DP ranks: ModelRunner is the only thing that touches the model; a TP runner fans the same ForwardBatch out to
+//   worker threads and reduces, the scheduler is unchanged; DP runs one Scheduler per rank.
 import { assert, InvalidRequestError } from '../common/index.js';
 import type { ForwardMode } from '../layers/index.js';
 import type { ModelRunner, SampleRowRequest, ScoreRowRequest } from '../executor/index.js';
