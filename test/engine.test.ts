@@ -183,3 +183,16 @@ test('n > 1 with a seed: choices are reproducible and carry their index; logprob
   assert.ok(lp.outputTokenLogprobs.every(([v, id], i) => v <= 0 && id === a[0].outputIds[i]));
   await e.shutdown();
 });
+
+test('DeepSeek-V3.2 fixture (MLA + DSA KV layout): all golden prompts batched with chunked prefill give the golden greedy tokens', async () => {
+  const dir = join(FIXTURES_DIR, 'tiny-deepseek-v32');
+  const g = JSON.parse(readFileSync(join(dir, 'golden.json'), 'utf8')) as typeof golden;
+  const e = await makeEngine({ modelPath: dir, chunkedPrefillSize: 8, pageSize: 2 });
+  const rs = await Promise.all(g.prompts.map((p) => gen(e, p.name, p.tokens, 16)));
+  rs.forEach((r, i) => assert.deepEqual(r.ids, g.prompts[i].greedy.tokens, g.prompts[i].name));
+  assert.ok(e.inProcessCore!.scheduler.statsHistory.some((s) => s.hasUnfinishedChunk));
+  assert.equal(await e.flushCache(), true);
+  const a = e.inProcessCore!.scheduler.mem.allocator;
+  assert.equal(a.availableSize(), a.size);
+  await e.shutdown();
+});
