@@ -1,0 +1,46 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ChatCompletionRequestSchema, CompletionRequestSchema, parseWire } from './openai.js';
+import { GenerateReqInputSchema } from './generate.js';
+import { InvalidRequestError } from '../common/index.js';
+
+test('chat request: seed body parses; unknown fields ignored; numeric strings coerced as pydantic does', () => {
+  const r = parseWire(ChatCompletionRequestSchema, {
+    model: 'MiniMaxAI/MiniMax-M2.7',
+    messages: [
+      { role: 'system', content: [{ type: 'text', text: 'You are a helpful assistant.' }] },
+      { role: 'user', content: [{ type: 'text', text: 'Who won the world series in 2020?' }] },
+    ],
+    temperature: '0.5',
+    extra_body_field: 1,
+  });
+  assert.equal(r.model, 'MiniMaxAI/MiniMax-M2.7');
+  assert.equal(r.temperature, 0.5);
+  assert.equal(r.messages.length, 2);
+  assert.equal(parseWire(ChatCompletionRequestSchema, { messages: [] }).model, 'default');
+});
+
+test('chat request errors name the field', () => {
+  const bad = (body: unknown, re: RegExp) =>
+    assert.throws(() => parseWire(ChatCompletionRequestSchema, body), (e: unknown) => e instanceof InvalidRequestError && re.test(e.message));
+  bad({}, /messages: Field required/);
+  bad({ messages: [{ role: 'wizard', content: 'x' }] }, /messages\.0\.role/);
+  bad({ messages: [], max_tokens: 1.5 }, /max_tokens/);
+  bad({ messages: [], temperature: 'hot' }, /temperature/);
+  bad({ messages: [], stream: 'yes' }, /stream/);
+});
+
+test('completion request: max_tokens defaults to 16; prompt forms', () => {
+  assert.equal(parseWire(CompletionRequestSchema, { prompt: 'hi' }).max_tokens, 16);
+  assert.equal(parseWire(CompletionRequestSchema, { prompt: 'hi', max_tokens: null }).max_tokens, null);
+  assert.deepEqual(parseWire(CompletionRequestSchema, { prompt: [1, 2, 3] }).prompt, [1, 2, 3]);
+  assert.deepEqual(parseWire(CompletionRequestSchema, { prompt: [[1], [2]] }).prompt, [[1], [2]]);
+  assert.throws(() => parseWire(CompletionRequestSchema, { prompt: { a: 1 } }), /prompt/);
+});
+
+test('generate request: text or ids, sampling params snake_case', () => {
+  const g = parseWire(GenerateReqInputSchema, { input_ids: [[1, 2], [3]], sampling_params: { max_new_tokens: 4, stop: ['x'] }, foo: 1 });
+  assert.deepEqual(g.input_ids, [[1, 2], [3]]);
+  assert.equal((g.sampling_params as { max_new_tokens: number }).max_new_tokens, 4);
+  assert.throws(() => parseWire(GenerateReqInputSchema, { text: 'a', sampling_params: { max_new_tokens: 'x' } }), /sampling_params/);
+});
