@@ -3,9 +3,8 @@
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import cliProgress from 'cli-progress';
-import { Template } from '@huggingface/jinja';
 import { TsglangError, UnsupportedFeatureError, InvalidRequestError } from '../common/index.js';
-import { loadTokenizer, type Tokenizer } from '../tokenizer/index.js';
+import { ChatPromptBuilder, loadTokenizer, type Tokenizer } from '../tokenizer/index.js';
 import {
   BENCH_SERVING_FLAGS,
   DATA_URLS,
@@ -23,28 +22,30 @@ import {
 
 /**
  * Adapts tsglang's tokenizer to the bench's interface: encode with/without BOS, decode keeping special
- * tokens, the base vocabulary (ids below the first trailing run of special added tokens).
+ * tokens, the base vocabulary (ids below the first trailing run of special added tokens), and the chat prompt
+ * the server would build (tokenizer/chat_template.ts: the model's Jinja template or the DeepSeek-V3.2 encoder).
  * @param tok a loaded tokenizer
+ * @param dir its directory (for the chat prompt builder)
  */
-export function benchTokenizerOf(tok: Tokenizer): BenchTokenizer {
+export function benchTokenizerOf(tok: Tokenizer, dir: string): BenchTokenizer {
   let base = tok.vocabSize;
   while (base > 0 && tok.isSpecialToken(base - 1)) base--;
-  let template: Template | null = null;
+  let builder: ChatPromptBuilder | null = null;
+  try {
+    builder = ChatPromptBuilder.fromModelDir(dir);
+  } catch {
+    builder = null;
+  }
+  const hasChatTemplate = builder !== null && (builder.kind === 'dsv32' || builder.templateSource !== null);
   return {
     vocabSize: base,
     bosToken: tok.bosToken,
-    hasChatTemplate: tok.chatTemplate !== null,
+    hasChatTemplate,
     encode: (text, addSpecialTokens) => tok.encode(text, { addSpecialTokens }),
     decode: (ids) => tok.decode(ids, { skipSpecialTokens: false }),
     applyChatTemplate: (messages: readonly BenchChatMessage[]) => {
-      if (tok.chatTemplate === null) throw new UnsupportedFeatureError('--apply-chat-template: the tokenizer has no chat template');
-      template ??= new Template(tok.chatTemplate);
-      return template.render({
-        messages: messages.map((m) => ({ role: m.role, content: m.content })),
-        add_generation_prompt: true,
-        bos_token: tok.bosToken ?? '',
-        eos_token: tok.eosToken ?? '',
-      });
+      if (builder === null || !hasChatTemplate) throw new UnsupportedFeatureError('--apply-chat-template: the tokenizer has no chat template');
+      return builder.build({ messages: messages.map((m) => ({ role: m.role, content: m.content })) }).text;
     },
     vocabIds: () => Array.from({ length: base }, (_, i) => i),
   };
@@ -115,7 +116,10 @@ export async function run(argv: string[]): Promise<number> {
   try {
     await runBenchServing(args, {
       clock: SYSTEM_CLOCK,
-      loadTokenizer: async (src) => benchTokenizerOf(loadTokenizer(resolveTokenizerDir(src))),
+      loadTokenizer: async (src) => {
+        const dir = resolveTokenizerDir(src);
+        return benchTokenizerOf(loadTokenizer(dir), dir);
+      },
       print: (line) => process.stdout.write(line + '\n'),
       warn: (line) => process.stderr.write(line + '\n'),
       progress: progressBar,
