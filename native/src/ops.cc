@@ -56,6 +56,31 @@ double sumF64(const float* x, int64_t n) {
   return s;
 }
 
+/** `n` iterations of 12 independent 8-wide FMAs (register-only; the FMA peak probe). */
+__attribute__((noinline)) void fmaLoop(int64_t n) {
+  __asm__ volatile(
+      "vxorps %%ymm0, %%ymm0, %%ymm0\n\t"
+      "vmovaps %%ymm0, %%ymm1\n\tvmovaps %%ymm0, %%ymm2\n\tvmovaps %%ymm0, %%ymm3\n\t"
+      "vmovaps %%ymm0, %%ymm4\n\tvmovaps %%ymm0, %%ymm5\n\tvmovaps %%ymm0, %%ymm6\n\t"
+      "vmovaps %%ymm0, %%ymm7\n\tvmovaps %%ymm0, %%ymm8\n\tvmovaps %%ymm0, %%ymm9\n\t"
+      "vmovaps %%ymm0, %%ymm10\n\tvmovaps %%ymm0, %%ymm11\n\t"
+      "vpcmpeqd %%ymm12, %%ymm12, %%ymm12\n\tvpsrld $2, %%ymm12, %%ymm12\n\t"  // small positive constants
+      "vmovaps %%ymm12, %%ymm13\n\t"
+      "1:\n\t"
+      "vfmadd231ps %%ymm12, %%ymm13, %%ymm0\n\tvfmadd231ps %%ymm12, %%ymm13, %%ymm1\n\t"
+      "vfmadd231ps %%ymm12, %%ymm13, %%ymm2\n\tvfmadd231ps %%ymm12, %%ymm13, %%ymm3\n\t"
+      "vfmadd231ps %%ymm12, %%ymm13, %%ymm4\n\tvfmadd231ps %%ymm12, %%ymm13, %%ymm5\n\t"
+      "vfmadd231ps %%ymm12, %%ymm13, %%ymm6\n\tvfmadd231ps %%ymm12, %%ymm13, %%ymm7\n\t"
+      "vfmadd231ps %%ymm12, %%ymm13, %%ymm8\n\tvfmadd231ps %%ymm12, %%ymm13, %%ymm9\n\t"
+      "vfmadd231ps %%ymm12, %%ymm13, %%ymm10\n\tvfmadd231ps %%ymm12, %%ymm13, %%ymm11\n\t"
+      "dec %0\n\t"
+      "jnz 1b\n\t"
+      "vzeroupper\n\t"
+      : "+r"(n)
+      :
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "cc");
+}
+
 }  // namespace
 
 void rmsNorm(ThreadPool& pool, const float* x, int64_t rows, int64_t width, int64_t xStride, const float* w, double eps, float* y) {
@@ -212,23 +237,12 @@ double measureFmaPeak(ThreadPool& pool, double seconds) {
   std::vector<double> flops(threads, 0.0);
   const auto t0 = std::chrono::steady_clock::now();
   pool.parallelFor(threads, [&](int64_t task, int) {
-    __m256 a[12];
-    for (int i = 0; i < 12; i++) a[i] = _mm256_set1_ps(static_cast<float>(i) * 1e-3f);
-    const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
     const auto start = std::chrono::steady_clock::now();
     int64_t iters = 0;
     do {
-      for (int rep = 0; rep < 4096; rep++) {
-        for (int i = 0; i < 12; i++) a[i] = _mm256_fmadd_ps(a[i], m, c);
-        __asm__ volatile("" : "+x"(a[0]), "+x"(a[1]), "+x"(a[2]), "+x"(a[3]), "+x"(a[4]), "+x"(a[5]));
-        __asm__ volatile("" : "+x"(a[6]), "+x"(a[7]), "+x"(a[8]), "+x"(a[9]), "+x"(a[10]), "+x"(a[11]));
-      }
+      fmaLoop(4096);
       iters += 4096;
     } while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < seconds);
-    __m256 s = a[0];
-    for (int i = 1; i < 12; i++) s = _mm256_add_ps(s, a[i]);
-    volatile float sink = hsum8(s);
-    (void)sink;
     flops[task] = static_cast<double>(iters) * 12 * 8 * 2;
   });
   const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
