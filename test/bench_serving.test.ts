@@ -352,3 +352,41 @@ test('bad flags are rejected with argparse-style messages naming the flag', () =
   assert.equal(a.randomInputLen, 1024);
   assert.throws(() => parseBenchServingArgs(['--tokenize-prompt', '--backend', 'vllm']), /--tokenize-prompt/);
 });
+
+test('speculative accept length on sglang-oai: each chunk gap is split over its re-tokenized tokens', async () => {
+  const { calculateMetrics } = await import('../src/bench/index.js');
+  const tok = fakeTokenizer();
+  const row = { prompt: 'x', promptLen: 3, outputLen: 4, textPromptLen: 3, visionPromptLen: 0, extraRequestBody: {} };
+  const out = {
+    generatedText: 't1 t2 t3 t4', success: true, latency: 1, ttft: 0.25, itl: [0.375, 0.375], textChunks: ['t2 t3', 't4'],
+    promptLen: 3, error: '', outputLen: 4, startTime: 0,
+  };
+  const ctx = (backend: string, acceptLength: number | null) => ({ durationS: 1, backend, acceptLength, countTokens: (t: string) => tok.encode(t, false).length });
+  const split = calculateMetrics([row], [out], ctx('sglang-oai', 2.5));
+  // chunk 't2 t3' → two entries of 0.1875 s; 't4' → one of 0.375 s
+  assert.equal(split.meanItlMs, 250);
+  assert.equal(split.medianItlMs, 187.5);
+  assert.equal(split.maxItlMs, 375);
+  const plain = calculateMetrics([row], [out], ctx('sglang', 2.5));
+  assert.equal(plain.meanItlMs, 375);
+  const failed = calculateMetrics([row, row], [out, { ...out, success: false, outputLen: 0 }], ctx('sglang-oai', null));
+  assert.equal(failed.completed, 1);
+  assert.deepEqual(failed.outputLens, [4, 0]);
+  assert.equal(failed.totalInput, 3);
+});
+
+test('a server that rejects every request: the warm-up fails with SGLang message and the HTTP error text', async () => {
+  const http = await import('node:http');
+  const srv = http.createServer((req, res) => {
+    if (req.url === '/v1/models') return res.end(JSON.stringify({ data: [{ id: 'm' }] }));
+    res.writeHead(400, 'Bad Request').end('{"error":{"message":"max_new_tokens is too large"}}');
+  });
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${(srv.address() as { port: number }).port}`;
+  try {
+    await assert.rejects(runAgainst({ url }, ['--backend', 'sglang', ...SMALL]), /Warmup failed - Please make sure benchmark arguments are correctly specified\. Error: Bad Request: \{"error":\{"message":"max_new_tokens is too large"\}\}/);
+  } finally {
+    srv.closeAllConnections();
+    srv.close();
+  }
+});
