@@ -15,7 +15,7 @@ import { SCRIPTED_ARCHITECTURE, ScriptedModel } from '../../src/models/index.js'
 import { BuilderChatPrompt, HttpServer, ParserChatOutput } from '../../src/server/index.js';
 import { ChatPromptBuilder, loadTokenizer, tinyTokenizerSpec, writeTinyTokenizer } from '../../src/tokenizer/index.js';
 import type { ChatRequestLike, TinyTokenizerFamily, Tokenizer } from '../../src/tokenizer/index.js';
-import { FIXTURES_DIR } from '../helpers/paths.js';
+import { FIXTURES_DIR, REPO_ROOT } from '../helpers/paths.js';
 
 interface Script {
   /** Text whose tokens must appear in the prompt for this script to be chosen ('' = always). */
@@ -167,6 +167,8 @@ async function collect(stream: AsyncIterable<OpenAI.Chat.Completions.ChatComplet
 
 let minimax: Running & { tokenizer: Tokenizer };
 let deepseek: Running & { tokenizer: Tokenizer };
+let deepseekExp: Running & { tokenizer: Tokenizer };
+const J32_TEMPLATE = join(REPO_ROOT, 'examples', 'chat_template', 'tool_chat_template_deepseekv32.jinja');
 
 const MM_THINK = 'The user asks for 15% of 240. 0.15 × 240 = 36.\n</think>\n\n';
 const MM_ANSWER = '**Step-by-step**\n15% = 0.15, and 240 × 0.15 = **36**.';
@@ -179,6 +181,7 @@ const DS_CALL = '\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_wea
 const DS_MATH_THINK = 'To solve this problem, I need to calculate 15% of 240.\nStep 1: 15% = 0.15\nStep 2: 240 × 0.15 = 36';
 const DS_MATH_ANSWER = '\n\nThe answer is 36.';
 const DS_FINAL = 'The weather in Beijing is currently 22°C and sunny.';
+const V31_CALL = '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"location": "Beijing", "unit": "celsius"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>';
 
 before(async () => {
   minimax = await serveScripted({
@@ -201,6 +204,19 @@ before(async () => {
       { when: '22°C', output: DS_FINAL },
       { when: 'weather', output: DS_THINK + '</think>' + DS_CALL },
       { when: '', output: DS_MATH_THINK + '</think>' + DS_MATH_ANSWER },
+    ],
+    probes: [
+      { messages: [{ role: 'user', content: ASK_WEATHER }], tools: WEATHER_TOOLS, chat_template_kwargs: { thinking: true } },
+      { messages: ROUND_TRIP },
+    ],
+  });
+  deepseekExp = await serveScripted({
+    family: 'deepseek-v32',
+    serveArgs: ['--tool-call-parser', 'deepseekv31', '--reasoning-parser', 'deepseek-v3', '--chat-template', J32_TEMPLATE],
+    afterTexts: ['<｜Assistant｜>      <think>', '<｜Assistant｜>      </think>', '<｜tool▁output▁end｜>'],
+    scripts: [
+      { when: '<｜tool▁output▁end｜>', output: DS_FINAL },
+      { when: 'weather', output: DS_THINK + '</think>' + V31_CALL },
     ],
     probes: [
       { messages: [{ role: 'user', content: ASK_WEATHER }], tools: WEATHER_TOOLS, chat_template_kwargs: { thinking: true } },
@@ -316,4 +332,29 @@ test('DeepSeek-V3.2 + deepseekv32: DSML get_weather call with thinking, streamed
   const final = await deepseek.client.chat.completions.create({ model: 'scripted', messages: ROUND_TRIP, temperature: 0.7 });
   assert.equal(final.choices[0].message.content, DS_FINAL);
   assert.equal(final.choices[0].finish_reason, 'stop');
+});
+
+test('DeepSeek-V3.2-Exp recipe (deepseekv31 + examples/chat_template/tool_chat_template_deepseekv32.jinja): call, then round trip', async () => {
+  const s = await collect(
+    await deepseekExp.client.chat.completions.create({
+      model: 'scripted',
+      messages: [{ role: 'user', content: ASK_WEATHER }],
+      tools: WEATHER_TOOLS,
+      stream: true,
+      chat_template_kwargs: { thinking: true },
+    } as OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming),
+  );
+  assert.equal(s.reasoning, DS_THINK);
+  assert.equal(s.finish, 'tool_calls');
+  assert.deepEqual(s.calls.map((c) => [c.name, JSON.parse(c.arguments)]), [['get_weather', { location: 'Beijing', unit: 'celsius' }]]);
+  const one = await deepseekExp.client.chat.completions.create({
+    model: 'scripted',
+    messages: [{ role: 'user', content: ASK_WEATHER }],
+    tools: WEATHER_TOOLS,
+    chat_template_kwargs: { thinking: true },
+  } as OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming);
+  assert.equal(one.choices[0].finish_reason, 'tool_calls');
+  assert.equal((one.choices[0].message.tool_calls?.[0] as OpenAI.Chat.Completions.ChatCompletionMessageFunctionToolCall).function.arguments, '{"location": "Beijing", "unit": "celsius"}');
+  const final = await deepseekExp.client.chat.completions.create({ model: 'scripted', messages: ROUND_TRIP });
+  assert.equal(final.choices[0].message.content, DS_FINAL);
 });
