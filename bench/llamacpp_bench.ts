@@ -1,0 +1,121 @@
+// `npm run bench:llamacpp [-- --threads 1,2] [--archs minimax-m2] [--runs 3] [--decode-len 128]`: tsglang and
+// llama.cpp side by side on the same weights. The bench checkpoint (FP8, bench_presets.ts) is converted to GGUF q8_0
+// by ../shared/tools/llamacpp-peer/hf_to_gguf.py (q8_0 at 8.5 bits is the fair match for FP8); llama.cpp runs through
+// node-llama-cpp (installed OUTSIDE this package: `mkdir -p /tmp/llcpp && cd /tmp/llcpp && npm init -y &&
+// npm i -E node-llama-cpp@3.21.1`, or set LLCPP_NODE_MODULES). Both sides: one 512-token prompt prefilled in one
+// batch (last-position logits + greedy pick), then greedy decode at batch 1; tok/s = tokens / phase wall time, median
+// of --runs after one warmup run; same prompt ids (llama.cpp's --dump-tokens), same thread count.
+import { spawnSync } from 'node:child_process';
+import { closeSync, existsSync, openSync, readdirSync, readFileSync, readSync, statSync } from 'node:fs';
+import { availableParallelism, loadavg } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { createOps } from '../src/kernels/index.js';
+import { SimpleBatchContext } from '../src/layers/index.js';
+import { KVPool } from '../src/mem_cache/index.js';
+import { loadModel } from '../src/models/index.js';
+import type { CausalLM } from '../src/models/index.js';
+import { ensureBenchCheckpoint } from './bench_presets.js';
+
+const { values } = parseArgs({ options: { threads: { type: 'string' }, archs: { type: 'string' }, runs: { type: 'string' }, 'decode-len': { type: 'string' }, 'prompt-len': { type: 'string' } } });
+const threadList = (values.threads ?? `1,${availableParallelism()}`).split(',').map(Number).filter((n, i, a) => n >= 1 && a.indexOf(n) === i);
+const archs = (values.archs ?? 'minimax-m2,deepseek-v32').split(',');
+const runs = Number(values.runs ?? 3);
+const decodeLen = Number(values['decode-len'] ?? 128);
+const promptLen = Number(values['prompt-len'] ?? 512);
+const repo = fileURLToPath(new URL('../..', import.meta.url));
+const peerDir = process.env.LLAMACPP_PEER_DIR ?? resolve(repo, '..', 'shared', 'tools', 'llamacpp-peer');
+const llcppModules = process.env.LLCPP_NODE_MODULES ?? '/tmp/llcpp/node_modules';
+
+if (!existsSync(join(llcppModules, 'node-llama-cpp'))) {
+  process.stderr.write(`bench:llamacpp: node-llama-cpp not found in ${llcppModules}.\nInstall it outside this package: mkdir -p /tmp/llcpp && cd /tmp/llcpp && npm init -y && npm i -E node-llama-cpp@3.21.1\n`);
+  process.exit(1);
+}
+
+/** Parameter count (scale tensors excluded) and stored bytes of a safetensors checkpoint, from the headers. */
+function checkpointStats(dir: string): { params: number; bytes: number } {
+  let params = 0;
+  let bytes = 0;
+  for (const f of readdirSync(dir).filter((n) => n.endsWith('.safetensors'))) {
+    const fd = openSync(join(dir, f), 'r');
+    try {
+      const lenBuf = Buffer.alloc(8);
+      readSync(fd, lenBuf, 0, 8, 0);
+      const len = Number(lenBuf.readBigUInt64LE(0));
+      const head = Buffer.alloc(len);
+      readSync(fd, head, 0, len, 8);
+      const header = JSON.parse(head.toString('utf8')) as Record<string, { shape?: number[]; data_offsets?: [number, number] }>;
+      for (const [name, t] of Object.entries(header)) {
+        if (name === '__metadata__' || !t.data_offsets || !t.shape) continue;
+        bytes += t.data_offsets[1] - t.data_offsets[0];
+        if (!name.endsWith('_scale_inv')) params += t.shape.reduce((a, b) => a * b, 1);
+      }
+    } finally {
+      closeSync(fd);
+    }
+  }
+  return { params, bytes };
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+}
+
+function argmax(x: Float32Array, off: number, n: number): number {
+  let b = 0;
+  for (let i = 1; i < n; i++) if (x[off + i] > x[off + b]) b = i;
+  return b;
+}
+
+/** Our side of one run: prefill the prompt in one batch, then `decodeLen` greedy steps. @returns tok/s of each phase */
+function runOnce(model: CausalLM, prompt: number[]): { prefill: number; decode: number } {
+  const V = model.config.vocabSize;
+  const ctx = new SimpleBatchContext(new KVPool(model.kvPoolLayout(), prompt.length + decodeLen + 2), 1, prompt.length + decodeLen + 1);
+  const req = ctx.addReq();
+  let t0 = performance.now();
+  const out = model.forward(ctx.makeBatch([{ req, inputIds: prompt }], { logits: 'last' }));
+  let next = argmax(out.logits, 0, V);
+  const prefillS = (performance.now() - t0) / 1000;
+  t0 = performance.now();
+  for (let i = 0; i < decodeLen; i++) next = argmax(model.forward(ctx.makeBatch([{ req, inputIds: [next] }], { logits: 'last' })).logits, 0, V);
+  const decodeS = (performance.now() - t0) / 1000;
+  return { prefill: prompt.length / prefillS, decode: decodeLen / decodeS };
+}
+
+interface Line { arch: string; threads: number; ours: { prefill: number; decode: number }; llama: { prefill: number; decode: number }; oursBpw: number; llamaBpw: number }
+const lines: Line[] = [];
+process.stdout.write(`tsglang bench:llamacpp — ${availableParallelism()} cores, load average ${loadavg().map((x) => x.toFixed(2)).join(' ')}\n`);
+for (const arch of archs) {
+  const dir = ensureBenchCheckpoint(arch);
+  const gguf = join(dir, 'model-q8_0.gguf');
+  if (!existsSync(gguf)) {
+    process.stderr.write(`converting ${dir} → ${gguf} (q8_0) ...\n`);
+    const c = spawnSync('python3', [join(peerDir, 'hf_to_gguf.py'), dir, gguf, '--outtype', 'q8_0'], { stdio: ['ignore', 'inherit', 'inherit'] });
+    if (c.status !== 0) throw new Error(`hf_to_gguf.py failed (exit ${c.status})`);
+  }
+  const stats = checkpointStats(dir);
+  const ggufBytes = statSync(gguf).size;
+  for (const threads of threadList) {
+    const tokFile = join(dir, `tokens-${promptLen}.json`);
+    const r = spawnSync(process.execPath, [join(peerDir, 'bench_llamacpp.mjs'), gguf, '--threads', String(threads), '--prompt-len', String(promptLen),
+      '--decode-len', String(decodeLen), '--runs', String(runs), '--dump-tokens', tokFile], { encoding: 'utf8', env: { ...process.env, NODE_PATH: llcppModules }, stdio: ['ignore', 'pipe', 'inherit'] });
+    if (r.status !== 0) throw new Error(`bench_llamacpp.mjs failed (exit ${r.status})`);
+    const llama = JSON.parse(r.stdout.trim().split('\n').pop()!) as { prefill_tok_s: number; decode_tok_s: number };
+    const prompt = (JSON.parse(readFileSync(tokFile, 'utf8')) as { prompt: number[] }).prompt;
+    const ops = createOps({ backend: 'native', threads });
+    const { model } = loadModel(dir, { ops });
+    runOnce(model, prompt); // warmup
+    const res = Array.from({ length: runs }, () => runOnce(model, prompt));
+    const ours = { prefill: median(res.map((x) => x.prefill)), decode: median(res.map((x) => x.decode)) };
+    const line: Line = { arch, threads, ours, llama: { prefill: llama.prefill_tok_s, decode: llama.decode_tok_s }, oursBpw: stats.bytes / stats.params, llamaBpw: ggufBytes / stats.params };
+    lines.push(line);
+    process.stdout.write(`${arch} threads ${threads}: tsglang prefill ${ours.prefill.toFixed(1)} tok/s decode ${ours.decode.toFixed(1)} tok/s | llama.cpp q8_0 prefill ${line.llama.prefill.toFixed(1)} decode ${line.llama.decode.toFixed(1)} | ratio prefill ${(ours.prefill / line.llama.prefill).toFixed(2)}x decode ${(ours.decode / line.llama.decode).toFixed(2)}x\n`);
+  }
+}
+process.stdout.write(`\n${'arch'.padEnd(14)} thr  ${'ours pf'.padStart(8)} ${'llama pf'.padStart(8)} ${'ratio'.padStart(6)}  ${'ours dec'.padStart(8)} ${'llama dec'.padStart(9)} ${'ratio'.padStart(6)}  bytes/weight ours | llama.cpp\n`);
+for (const l of lines) {
+  process.stdout.write(`${l.arch.padEnd(14)} ${String(l.threads).padStart(3)}  ${l.ours.prefill.toFixed(1).padStart(8)} ${l.llama.prefill.toFixed(1).padStart(8)} ${(l.ours.prefill / l.llama.prefill).toFixed(2).padStart(5)}x  ${l.ours.decode.toFixed(1).padStart(8)} ${l.llama.decode.toFixed(1).padStart(9)} ${(l.ours.decode / l.llama.decode).toFixed(2).padStart(5)}x  ${l.oursBpw.toFixed(3)} | ${l.llamaBpw.toFixed(3)}\n`);
+}
+process.stdout.write(`prompt ${promptLen} ids (llama.cpp's seed), decode ${decodeLen} greedy steps at batch 1, median of ${runs} runs after 1 warmup; load average at the end ${loadavg().map((x) => x.toFixed(2)).join(' ')}\n`);
