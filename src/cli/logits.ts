@@ -3,14 +3,14 @@
 // ("greedy" only with --greedy, "mtp_logits" only with --mtp-next-tokens). Logs and the progress bar go to stderr.
 import { parseArgs } from 'node:util';
 import { InvalidRequestError, Logger, TsglangError } from '../common/index.js';
-import { createCpuOps } from '../kernels/index.js';
+import { createOps, defaultThreads } from '../kernels/index.js';
 import { SimpleBatchContext } from '../layers/index.js';
 import { KVPool } from '../mem_cache/index.js';
 import { loadModel, mtpLayerOf } from '../models/index.js';
 import type { CausalLM } from '../models/index.js';
 
 const USAGE = `usage: tsglang logits --model-path DIR --input-ids 3,17,42 [--positions last|all|0,5,9] [--greedy N]
-                      [--mtp-next-tokens T0,...,Tn-1] [--json-model-override-args JSON]
+                      [--mtp-next-tokens T0,...,Tn-1] [--json-model-override-args JSON] [--threads T]
 
   --model-path DIR                  local Hugging Face checkpoint directory (config.json + safetensors)
   --input-ids IDS                   comma-separated token ids, used as given (no BOS added)
@@ -20,6 +20,7 @@ const USAGE = `usage: tsglang logits --model-path DIR --input-ids 3,17,42 [--pos
                                     state at position i, Ti) runs as one sequence at positions 0..n-1; adds
                                     "mtp_logits" for --positions
   --json-model-override-args JSON   JSON object merged over config.json (top-level keys)
+  --threads T                       compute threads of the native kernels (default: available cores)
 `;
 
 /** Parsed flags of `tsglang logits`. */
@@ -32,6 +33,8 @@ export interface LogitsArgs {
   readonly overrideArgs: string | undefined;
   /** --mtp-next-tokens: one token per prompt position, or null. */
   readonly mtpNextTokens: number[] | null;
+  /** --threads: compute threads (default: available cores). */
+  readonly threads: number;
 }
 
 /**
@@ -50,6 +53,7 @@ export function parseLogitsArgs(argv: string[]): LogitsArgs {
         greedy: { type: 'string' },
         'json-model-override-args': { type: 'string' },
         'mtp-next-tokens': { type: 'string' },
+        threads: { type: 'string' },
       },
       strict: true,
       allowPositionals: false,
@@ -83,7 +87,13 @@ export function parseLogitsArgs(argv: string[]): LogitsArgs {
       throw new InvalidRequestError(`--mtp-next-tokens has ${mtpNextTokens.length} ids but the prompt has ${inputIds.length} positions (one next token per position)`, 'mtp-next-tokens');
     }
   }
-  return { modelPath, inputIds, positions, greedy, overrideArgs: typeof ov === 'string' ? ov : undefined, mtpNextTokens };
+  let threads = defaultThreads();
+  if (values.threads !== undefined) {
+    const t = String(values.threads);
+    if (!/^\d+$/.test(t) || Number(t) < 1) throw new InvalidRequestError(`--threads must be a positive integer, got '${t}'`, 'threads');
+    threads = Number(t);
+  }
+  return { modelPath, inputIds, positions, greedy, overrideArgs: typeof ov === 'string' ? ov : undefined, mtpNextTokens, threads };
 }
 
 function parseIntList(text: string, flag: string): number[] {
@@ -200,7 +210,7 @@ export async function run(argv: string[]): Promise<number> {
   }
   try {
     const logger = new Logger('info');
-    const { model } = loadModel(args.modelPath, { ops: createCpuOps(), overrides: args.overrideArgs ?? {}, logger });
+    const { model } = loadModel(args.modelPath, { ops: createOps({ threads: args.threads }), overrides: args.overrideArgs ?? {}, logger });
     const res = computeLogits(model, args.inputIds, args.positions, args.greedy, args.mtpNextTokens);
     process.stdout.write(formatLogitsJson(res) + '\n');
     return 0;
