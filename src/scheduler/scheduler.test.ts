@@ -207,3 +207,47 @@ test('input logprobs: identical with and without chunking, one entry per prompt 
   assert.ok(ia.slice(1).every(([lp]) => lp! < 0));
   assert.equal(a.flatMap((o) => o.outputTokenLogprobs ?? []).length, 3);
 });
+
+test('randomized: shared prefixes, arrivals between steps, aborts, tiny pool, pages 1/2/4, lpm — outputs = alone, no KV leak', async () => {
+  const { Rng } = await import('../common/index.js');
+  const totals = { retracted: 0, cached: 0, aborted: 0 };
+  for (const [pageSize, policy, chunk] of [[1, 'lpm', null], [2, 'fcfs', 6], [4, 'lpm', 8]] as const) {
+    const rng = new Rng(pageSize * 97);
+    const base = prompt(42, 24);
+    const reqs = Array.from({ length: 14 }, (_, i) => {
+      const shared = rng.nextInt(20);
+      return { rid: `q${i}`, ids: [...base.slice(0, shared), ...prompt(100 + i, 3 + rng.nextInt(10))], maxNew: 6 + rng.nextInt(14), abortAt: rng.nextInt(4) === 0 ? rng.nextInt(4) : -1 };
+    });
+    const s = makeScheduler({ maxTotalNumTokens: 64, pageSize, schedulePolicy: policy, chunkedPrefillSize: chunk, scheduleConservativeness: 0.2, maxRunningRequests: 8 });
+    const ids = new Map<string, number[]>();
+    const reasons = new Map<string, string>();
+    const arrival = new Map<string, number>();
+    let next = 0;
+    let stepNo = 0;
+    while (next < reqs.length || s.hasWork) {
+      if (next < reqs.length && rng.nextInt(2) === 0) {
+        const r = reqs[next++];
+        add(s, r.rid, r.ids, { ignoreEos: true, maxNewTokens: r.maxNew });
+        arrival.set(r.rid, stepNo);
+      }
+      for (const r of reqs) if (r.abortAt >= 0 && arrival.get(r.rid) !== undefined && arrival.get(r.rid)! + r.abortAt === stepNo) s.abort(r.rid);
+      for (const o of s.step().outputs) {
+        ids.set(o.rid, [...(ids.get(o.rid) ?? []), ...o.newIds]);
+        if (o.finishReason) reasons.set(o.rid, o.finishReason.type);
+      }
+      stepNo++;
+      assert.ok(stepNo < 5000, 'no livelock');
+    }
+    for (const r of reqs) {
+      const want = alone(r.ids, { ignoreEos: true, maxNewTokens: r.maxNew });
+      const got = ids.get(r.rid) ?? [];
+      if (reasons.get(r.rid) === 'abort') assert.deepEqual(got, want.slice(0, got.length), `${r.rid} prefix before abort`);
+      else assert.deepEqual(got, want, `${r.rid} page ${pageSize}`);
+    }
+    totals.retracted += s.totalRetracted;
+    totals.cached += s.totalCachedTokens;
+    totals.aborted += [...reasons.values()].filter((t) => t === 'abort').length;
+    assertAllFreeAfterFlush(s);
+  }
+  assert.ok(totals.retracted > 0 && totals.cached > 0 && totals.aborted > 0, JSON.stringify(totals));
+});
