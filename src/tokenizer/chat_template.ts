@@ -223,19 +223,17 @@ function textParts(content: unknown[]): string[] {
   return out;
 }
 
-/** `process_content_for_template_format` + null-key removal + `normalize_tool_content`. */
+/**
+ * `process_content_for_template_format`: null-valued keys removed, content parts flattened (`string` format) or
+ * reduced to text parts (`openai` format). NOTE: SGLang's later flattening of tool-message parts
+ * (`normalize_tool_content`, April 2026) postdates v0.5.10 and is not applied.
+ */
 function prepareContent(msg: Record<string, unknown>, format: TemplateContentFormat): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(msg)) if (v !== null && v !== undefined) out[k] = v;
   if (Array.isArray(out.content)) {
     if (format === 'string') out.content = textParts(out.content).join(' ');
     else out.content = textParts(out.content).map((text) => ({ type: 'text', text }));
-  }
-  if (out.role === 'tool' && Array.isArray(out.content)) {
-    const parts = out.content as unknown[];
-    if (parts.every((p) => typeof p === 'string' || asObject(p)?.type === 'text')) {
-      out.content = parts.map((p) => (typeof p === 'string' ? p : String(asObject(p)?.text ?? ''))).join(' ');
-    }
   }
   return out;
 }

@@ -144,8 +144,9 @@ test('cross-check: MiniMax rendering equals Python jinja2 (HF environment) on tr
       messages: [
         { role: 'system', content: 'S' },
         { role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] },
-        { role: 'assistant', content: 'ok', reasoning_content: 'r', tool_calls: [{ id: '1', type: 'function', function: { name: 'f', arguments: '{"a": 1.0, "b": [1, 2.5e-5], "c": {"d": "é"}, "e": null, "f": true}' } }] },
+        { role: 'assistant', content: 'ok', reasoning_content: 'r', tool_calls: [{ id: '1', type: 'function', function: { name: 'f', arguments: '{"a": 1.0, "b": [1, 2.5e-5], "c": {"d": "é"}, "e": null, "f": true}' } }, { id: '2', type: 'function', function: { name: 'f', arguments: '{}' } }] },
         { role: 'tool', tool_call_id: '1', content: 'done' },
+        { role: 'tool', tool_call_id: '1', content: [{ type: 'text', text: 'part 1' }, { type: 'text', text: 'part 2' }] },
       ],
       tools: [tool('f', { type: 'object' })],
     },
