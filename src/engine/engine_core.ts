@@ -133,13 +133,19 @@ export class EngineCore {
       new CacheManager(reqToTokenPool, allocator, cache),
     );
     const gib = (b: number): string => (b / 1024 ** 3).toFixed(2);
+    // SGLang's start-up lines (memory_pool.py / scheduler.py), with CPU RAM in place of GPU memory.
+    const sizeOf = (names: string[]): number =>
+      capacity * layout.numLayers * layout.buffers.filter((b) => names.includes(b.name)).reduce((s, b) => s + b.width, 0) * 4;
+    const hasKV = layout.buffers.some((b) => b.name === 'k') && layout.buffers.some((b) => b.name === 'v');
     logger.info(
-      `KV Cache is allocated. #tokens: ${capacity}, KV size: ${gib(capacity * kvBytesPerToken)} GB (f32, committed page by page), ` +
-        `mem_fraction_static=${plan.memFractionStatic}, available_cpu_mem=${gib(memBefore)} GB`,
+      `KV Cache is allocated. #tokens: ${capacity}, ` +
+        (hasKV ? `K size: ${gib(sizeOf(['k']))} GB, V size: ${gib(sizeOf(['v']))} GB` : `KV size: ${gib(capacity * kvBytesPerToken)} GB`) +
+        ` (f32; committed page by page as used)`,
     );
     logger.info(
       `max_total_num_tokens=${capacity}, chunked_prefill_size=${plan.chunkedPrefillSize ?? -1}, max_prefill_tokens=${maxPrefillTokens}, ` +
-        `max_running_requests=${plan.maxRunningRequests}, context_len=${contextLength}, page_size=${pageSize}`,
+        `max_running_requests=${plan.maxRunningRequests}, context_len=${contextLength}, available_cpu_mem=${gib(memAfter)} GB ` +
+        `(mem_fraction_static=${plan.memFractionStatic}, page_size=${pageSize})`,
     );
     const info: EngineInfo = {
       modelPath: options.modelPath,
