@@ -109,7 +109,7 @@ export async function run(argv: string[]): Promise<number> {
     return (err as Error).message === 'help' ? 0 : 2;
   }
   try {
-    const output = new TextDecoder('utf-8').decode(readFileSync(0));
+    const output = new TextDecoder('utf-8', { ignoreBOM: true }).decode(readFileSync(0));
     let request: Record<string, unknown> | null = null;
     if (args.requestPath !== null) {
       const r = readJsonFile(args.requestPath, '--request');
