@@ -7,6 +7,7 @@
 #include "gemm.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <vector>
 
 #ifdef TSG_HAVE_OPENBLAS
@@ -140,9 +141,16 @@ void blockKernel(const float* x, int64_t M, int64_t ldx, const Dec& dec, int64_t
   }
 }
 
-constexpr int64_t kNB = 32;   // weight rows per chunk (decoded once into scratch)
-constexpr int64_t kKC = 256;  // k per block: a 3-row x tile and a 4-row weight tile stay in L1
-constexpr int64_t kMC = 48;   // activation rows per block (multiple of 3)
+/** A blocking parameter: env `name` (tuning experiments; results never depend on it) rounded to `multiple`, else dflt. */
+int64_t blockingParam(const char* name, int64_t dflt, int64_t multiple) {
+  const char* v = std::getenv(name);
+  const int64_t n = v ? std::atoll(v) / multiple * multiple : 0;
+  return n > 0 ? n : dflt;
+}
+
+const int64_t kNB = blockingParam("TSG_GEMM_NB", 16, 4);   // weight rows per chunk (decoded once into scratch)
+const int64_t kKC = blockingParam("TSG_GEMM_KC", 256, 8);  // k per block: x tile and weight block stay in L1
+const int64_t kMC = blockingParam("TSG_GEMM_MC", 48, 3);   // activation rows per block
 
 /**
  * The 3×4 (or smaller) f32 tile over k in [0, klen) plus an optional zero-padded tail, continuing the eight-lane
