@@ -1,29 +1,24 @@
 // Engine with a tokenizer, in a worker thread: text prompts, incremental detokenization (streamed deltas = one-shot
 // text), stop strings cut the text and finish the request, stop token ids are trimmed from the text. Uses a tiny
-// MiniMax-M2 checkpoint written by `tsglang make-tiny` into a temporary directory.
+// MiniMax-M2 checkpoint with a real tokenizer: the embedded default model of `tsglang serve` (generated once into the
+// cache directory, shared with the server tests).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { writeTinyCheckpoint } from '../src/executor/index.js';
-import { tinyTokenizerSpec, writeTinyTokenizer } from '../src/tokenizer/index.js';
+import { SILENT_LOGGER } from '../src/common/index.js';
+import { ensureEmbeddedModel } from '../src/cli/embedded_model.js';
 import { Engine, type GenerateOutput } from '../src/engine/index.js';
 
-let dir = '';
 let engine: Engine;
 
 before(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'tsglang-engine-text-'));
-  const spec = tinyTokenizerSpec('minimax-m2');
-  writeTinyCheckpoint('minimax-m2', dir, { configOverrides: { ...spec.configOverrides } });
-  writeTinyTokenizer(dir, 'minimax-m2');
+  const dir = ensureEmbeddedModel(join(homedir(), '.cache', 'tsglang'), SILENT_LOGGER);
   engine = await Engine.create({ modelPath: dir, maxTotalTokens: 2048, contextLength: 1024, logLevel: 'error' });
 });
 
 after(async () => {
   await engine?.shutdown();
-  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 async function all(it: AsyncIterable<GenerateOutput>): Promise<GenerateOutput[]> {
