@@ -2,6 +2,7 @@
 // Each detector supplies `step`, which consumes as much of `buffer` as the text seen so far decides.
 // Source of the contract: python/sglang/srt/function_call/base_format_detector.py.
 
+import { findFirstMarker } from './text_hold.js';
 import type { DetectorResult, ParserTool, ToolCallDetector } from './types.js';
 
 /** Options common to every detector. */
@@ -16,7 +17,9 @@ export interface DetectorOptions {
  * input can change; `step(out, eof=true)` consumes the rest.
  */
 export abstract class BaseToolCallDetector implements ToolCallDetector {
-  protected buffer = '';
+  private unconsumed = '';
+  /** Offset before which a pending marker search already failed (reset whenever the buffer is reassigned). */
+  private scanFrom = 0;
   private nextToolIndex = 0;
   private producedCalls = false;
   protected readonly toolsByName: Map<string, ParserTool>;
@@ -25,12 +28,36 @@ export abstract class BaseToolCallDetector implements ToolCallDetector {
     this.toolsByName = new Map(tools.map((t) => [t.name, t]));
   }
 
+  /** Text received but not yet consumed. Assigning it (consuming) restarts pending marker searches. */
+  protected get buffer(): string {
+    return this.unconsumed;
+  }
+
+  protected set buffer(text: string) {
+    this.unconsumed = text;
+    this.scanFrom = 0;
+  }
+
+  /**
+   * `findFirstMarker` over the buffer for a state that waits without consuming: text already searched (except the
+   * last `longest marker - 1` chars, where a marker may still complete) is not scanned again, so a long value
+   * streamed in small pieces costs linear time.
+   */
+  protected findWaiting(markers: readonly string[]): { index: number; marker: string } | null {
+    const m = findFirstMarker(this.unconsumed, markers, this.scanFrom);
+    if (m === null) {
+      const longest = markers.reduce((n, x) => Math.max(n, x.length), 0);
+      this.scanFrom = Math.max(0, this.unconsumed.length - longest + 1);
+    }
+    return m;
+  }
+
   get hasToolCalls(): boolean {
     return this.producedCalls;
   }
 
   push(text: string): DetectorResult {
-    this.buffer += text;
+    this.unconsumed += text;
     const out: DetectorResult = { normalText: '', calls: [] };
     this.step(out, false);
     return out;

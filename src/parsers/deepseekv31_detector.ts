@@ -81,7 +81,7 @@ abstract class DeepSeekSpecialTokenDetector extends BaseToolCallDetector {
           continue;
         }
         case 'call': {
-          const m = findFirstMarker(this.buffer, [CALL_END, CALLS_END]);
+          const m = this.findWaiting([CALL_END, CALLS_END]);
           if (m === null) {
             if (eof) this.buffer = ''; // truncated call: not reported
             return;

@@ -114,7 +114,7 @@ export class DeepSeekV32Detector extends BaseToolCallDetector {
           continue;
         }
         case 'invokeBody': {
-          const m = findFirstMarker(this.buffer, [PARAM_START, INVOKE_END, SECTION_END]);
+          const m = this.findWaiting([PARAM_START, INVOKE_END, SECTION_END]);
           if (m === null) {
             if (eof) {
               this.buffer = '';
@@ -150,7 +150,7 @@ export class DeepSeekV32Detector extends BaseToolCallDetector {
           continue;
         }
         case 'paramValue': {
-          const i = this.buffer.indexOf(PARAM_END);
+          const i = this.findWaiting([PARAM_END])?.index ?? -1;
           if (i === -1) {
             if (eof) {
               this.buffer = ''; // half-written value: discarded

@@ -110,7 +110,7 @@ export class MiniMaxM2Detector extends BaseToolCallDetector {
         case 'paramValue': {
           // The value ends at the last </parameter> before the next parameter / invoke end; until that
           // boundary arrives a later </parameter> could still belong to this value.
-          const m = findFirstMarker(this.buffer, [PARAM_START, INVOKE_END, BLOCK_END]);
+          const m = this.findWaiting([PARAM_START, INVOKE_END, BLOCK_END]);
           if (m === null && !eof) return;
           const segment = m === null ? this.buffer : this.buffer.slice(0, m.index);
           const close = segment.lastIndexOf(PARAM_END);
