@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Logger, SILENT_LOGGER, TsglangError, UnsupportedFeatureError } from '../common/index.js';
-import { CacheManager, Scheduler } from '../scheduler/index.js';
+import { CacheManager, Scheduler, type StepStats } from '../scheduler/index.js';
 import { ChunkCache, KVPool, RadixCache, ReqToTokenPool, TokenToKVPoolAllocator } from '../mem_cache/index.js';
 import { ModelRunner, planMemory, readAvailableMemoryBytes, type ForwardModel } from '../executor/index.js';
 import { createCpuOps } from '../kernels/index.js';
@@ -30,6 +30,9 @@ export function readGenerationDefaults(modelPath: string): Record<string, number
   for (const [k, v] of map) if (typeof raw[k] === 'number') out[v] = raw[k] as number;
   return out;
 }
+
+/** Decode steps between "Decode batch." log lines (SGLang --decode-log-interval default). */
+export const DECODE_LOG_INTERVAL = 40;
 
 /** SGLang's default --max-prefill-tokens. */
 export const DEFAULT_MAX_PREFILL_TOKENS = 16384;
@@ -63,6 +66,8 @@ export class EngineCore {
   /** Total wall time spent in scheduler steps, ms, and step count (overhead figures). */
   stepTimeMs = 0;
   numSteps = 0;
+  private numDecodeSteps = 0;
+  private lastRatio = 0;
 
   /**
    * Loads the model (unless given), sizes the KV pool from memory (executor/memory_plan.ts), prints the capacity.
@@ -213,6 +218,38 @@ export class EngineCore {
     }
   }
 
+  /**
+   * SGLang's scheduler log lines (scheduler_metrics_mixin.py): every prefill batch, every 40th decode batch
+   * (decode_log_interval) and every retraction.
+   */
+  private logStep(st: StepStats, nowMs: number): void {
+    const cap = this.info.maxTotalNumTokens;
+    const used = cap - st.availableTokens - st.evictableTokens;
+    const usage = (used / cap).toFixed(2);
+    if (st.numRetracted > 0) {
+      this.logger.info(
+        `KV cache pool is full. Retract requests. #retracted_reqs: ${st.numRetracted}, #new_token_ratio: ${this.lastRatio.toFixed(4)} -> ${st.newTokenRatio.toFixed(4)}`,
+      );
+    }
+    this.lastRatio = st.newTokenRatio;
+    if (st.numExtendReqs > 0) {
+      this.logger.info(
+        `Prefill batch. #new-seq: ${st.numExtendReqs}, #new-token: ${st.numExtendTokens}, #cached-token: ${st.numCachedTokens}, ` +
+          `token usage: ${usage}, #running-req: ${st.numRunningBefore}, #queue-req: ${st.numWaiting},`,
+      );
+    }
+    if (st.numDecodeReqs > 0 && ++this.numDecodeSteps % DECODE_LOG_INTERVAL === 0) {
+      const elapsed = Math.max(1e-3, nowMs - this.tp.windowStartMs);
+      this.tp.lastGenThroughput = (this.tp.windowTokens * 1000) / elapsed;
+      this.tp.windowStartMs = nowMs;
+      this.tp.windowTokens = 0;
+      this.logger.info(
+        `Decode batch. #running-req: ${st.numDecodeReqs}, #token: ${used}, token usage: ${usage}, cuda graph: False, ` +
+          `gen throughput (token/s): ${this.tp.lastGenThroughput.toFixed(2)}, #queue-req: ${st.numWaiting},`,
+      );
+    }
+  }
+
   /** Live statistics. */
   load(): EngineLoad {
     const l = this.scheduler.load();
@@ -264,15 +301,12 @@ export class EngineCore {
     const { outputs, stopMatches } = this.detok.process(result.outputs);
     for (const m of stopMatches) this.scheduler.finishReq(m.rid, { type: 'stop', matched: m.matched });
     const t1 = performance.now();
-    if (result.stats) {
+    const st = result.stats;
+    if (st) {
       this.stepTimeMs += t1 - t0;
       this.numSteps++;
-      this.tp.windowTokens += result.stats.numDecodeReqs + (result.stats.numExtendReqs > 0 ? 1 : 0);
-      if (t1 - this.tp.windowStartMs > 5000) {
-        this.tp.lastGenThroughput = (this.tp.windowTokens * 1000) / Math.max(1, t1 - this.tp.windowStartMs);
-        this.tp.windowStartMs = t1;
-        this.tp.windowTokens = 0;
-      }
+      this.tp.windowTokens += st.numDecodeReqs;
+      this.logStep(st, t1);
     }
     if (outputs.length > 0) this.send({ type: 'outputs', outputs });
     return result.stats !== null || result.outputs.length > 0;

@@ -56,6 +56,8 @@ export interface StepStats {
   /** Requests retracted this step. */
   readonly numRetracted: number;
   readonly numFinished: number;
+  /** Running (decode) requests before the step. */
+  readonly numRunningBefore: number;
   /** Running (decode) requests after the step. */
   readonly numRunning: number;
   readonly numWaiting: number;
@@ -205,6 +207,7 @@ export class Scheduler {
   step(): StepResult {
     const outputs = this.pendingOutputs;
     this.pendingOutputs = [];
+    const numRunningBefore = this.running.length;
     let cachedThisStep = 0;
     let numRetracted = 0;
     let extends_: ExtendItem[] = [];
@@ -324,6 +327,7 @@ export class Scheduler {
       hasUnfinishedChunk,
       numRetracted,
       numFinished,
+      numRunningBefore,
       numRunning: this.running.length,
       numWaiting: this.waiting.length,
       availableTokens: this.mem.allocator.availableSize(),
