@@ -4,8 +4,11 @@ import http from 'node:http';
 import https from 'node:https';
 import { InvalidRequestError } from '../common/index.js';
 
-const HTTP_AGENT = new http.Agent({ keepAlive: true, maxSockets: Infinity });
-const HTTPS_AGENT = new https.Agent({ keepAlive: true, maxSockets: Infinity });
+// A new connection per request, as SGLang's clients open one aiohttp session per request (TTFT includes the
+// connect). Reusing idle keep-alive sockets also races the server's idle timeout after a long synchronous step
+// (tokenizer load): the reused socket is already closed and the request fails with "socket hang up".
+const HTTP_AGENT = new http.Agent({ keepAlive: false, maxSockets: Infinity });
+const HTTPS_AGENT = new https.Agent({ keepAlive: false, maxSockets: Infinity });
 
 /** A response whose body is still to be read (chunk by chunk or whole). */
 export interface HttpResponse {
