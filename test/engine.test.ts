@@ -196,3 +196,14 @@ test('DeepSeek-V3.2 fixture (MLA + DSA KV layout): all golden prompts batched wi
   assert.equal(a.availableSize(), a.size);
   await e.shutdown();
 });
+
+test('KV pool sized from memory commits storage only for the pages used', async () => {
+  const e = await makeEngine({ maxTotalTokens: null, contextLength: null });
+  const cap = e.info.maxTotalNumTokens;
+  assert.ok(cap > 100_000, `capacity from RAM: ${cap}`);
+  const r = await gen(e, 'm', P45.tokens, 4);
+  assert.equal(r.ids.length, 4);
+  const pool = e.inProcessCore!.scheduler.runner.kvPool;
+  assert.ok(pool.committedLocs <= 256, `committed ${pool.committedLocs} locs of ${pool.maxLocs}`);
+  await e.shutdown();
+});
