@@ -1,6 +1,7 @@
 // Public surface of scheduler/ (see ARCHITECTURE.md for what it may import).
 export {};
 export * from './schedule_policy.js';
+export * from './schedule_batch.js';
 export * from './io.js';
 export * from './req.js';
 export * from './cache_manager.js';

@@ -33,7 +33,7 @@ export type AddReqResult = 'continue' | 'no_token' | 'other';
  * - remTotalTokens = free + evictable − Σ_running min(maxNew − generated, 4096)·newTokenRatio − Σ_admitted (extend + reserve)
  * - remInputTokens = maxPrefillTokens − mixed decode tokens; remChunkTokens = chunkedPrefillSize − mixed decode tokens.
  */
-export class PrefillBudget {
+export class PrefillAdder {
   remTotalTokens: number;
   remInputTokens: number;
   remChunkTokens: number;

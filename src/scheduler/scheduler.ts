@@ -19,7 +19,8 @@ import { CacheManager } from './cache_manager.js';
 import { buildForwardBatch, type BatchEntry } from './forward_batch_builder.js';
 import type { FinishReasonData, ReqTokenOutput, TokenizedReq } from './io.js';
 import { Req } from './req.js';
-import { CLIP_MAX_NEW_TOKENS_ESTIMATION, PrefillBudget, sortWaitingQueue, type SchedulePolicy } from './schedule_policy.js';
+import type { ExtendItem, ScheduleBatch } from './schedule_batch.js';
+import { CLIP_MAX_NEW_TOKENS_ESTIMATION, PrefillAdder, sortWaitingQueue, type SchedulePolicy } from './schedule_policy.js';
 
 /** The scheduler's configuration slice. */
 export interface SchedulerConfig {
@@ -72,14 +73,6 @@ export interface StepResult {
   readonly stats: StepStats | null;
   /** Token outputs (also those of aborts since the last step). */
   readonly outputs: ReqTokenOutput[];
-}
-
-interface ExtendItem {
-  readonly req: Req;
-  readonly n: number;
-  readonly locs: Int32Array;
-  /** Prompt positions p (predicting p+1) scored this step. */
-  readonly scorePositions: number[];
 }
 
 const RETRACT_DECODE_STEPS = 20;
@@ -210,14 +203,14 @@ export class Scheduler {
     const numRunningBefore = this.running.length;
     let cachedThisStep = 0;
     let numRetracted = 0;
-    let extends_: ExtendItem[] = [];
-    let decodes: Req[] = [];
+    let extends_: readonly ExtendItem[] = [];
+    let decodes: readonly Req[] = [];
 
     const prefill = this.schedulePrefill();
     if (prefill) {
-      extends_ = prefill.extends;
-      decodes = prefill.decodes;
-      cachedThisStep = prefill.cached;
+      extends_ = prefill.extendItems;
+      decodes = prefill.decodeReqs;
+      cachedThisStep = prefill.numCachedTokens;
     } else if (this.running.length > 0) {
       numRetracted = this.prepareDecode();
       decodes = [...this.running];
@@ -339,11 +332,11 @@ export class Scheduler {
   }
 
   /** Builds this step's prefill (SGLang get_new_batch_prefill + PrefillAdder), allocating its KV. Null if none. */
-  private schedulePrefill(): { extends: ExtendItem[]; decodes: Req[]; cached: number } | null {
+  private schedulePrefill(): ScheduleBatch | null {
     if (this.waiting.length === 0 && !this.chunkedReq) return null;
     const P = this.cfg.pageSize;
     let mixedDecodes: Req[] = this.cfg.enableMixedChunk ? [...this.running] : [];
-    const budget = new PrefillBudget(
+    const budget = new PrefillAdder(
       this.mem.availableWithEvictable(),
       this.running,
       this.newTokenRatio,
@@ -415,7 +408,7 @@ export class Scheduler {
       items.push({ req, n, locs, scorePositions: req.scorePositions(n) });
     }
     if (items.length === 0) return null;
-    return { extends: items, decodes: mixedDecodes, cached };
+    return { extendItems: items, decodeReqs: mixedDecodes, numCachedTokens: cached };
   }
 
   /**
