@@ -185,3 +185,37 @@ test('ids, indexes, finish reasons and name checks', () => {
   assert.throws(() => assertToolCallParserName('MiniMax-M2'), InvalidRequestError);
   assert.throws(() => new ChatOutputProcessor({ toolCallParser: 'minimax-m2', tools: weather, toolChoice: 42 }), InvalidRequestError);
 });
+
+test('property: streaming ≡ one-shot on random well- and ill-formed outputs of every parser combination', () => {
+  const pieces: Record<string, string[]> = {
+    'minimax-m2': ['<minimax:tool_call>', '</minimax:tool_call>', '<invoke name="get_weather">', '<invoke name="nope">', '</invoke>',
+      '<parameter name="city">', '<parameter name="days">', '</parameter>', '<minimax:tool', '<invoke name="', '">', '\n'],
+    deepseekv32: ['<｜DSML｜function_calls>', '</｜DSML｜function_calls>', '<｜DSML｜invoke name="get_weather">', '<｜DSML｜invoke name="get_weather"/>',
+      '</｜DSML｜invoke>', '<｜DSML｜parameter name="city" string="true">', '<｜DSML｜parameter name="days" string="false">', '</｜DSML｜parameter>',
+      '<｜DSML｜', '</｜', '<｜', '{"city": "A"}', '\n\n'],
+    deepseekv31: ['<｜tool▁calls▁begin｜>', '<｜tool▁calls▁end｜>', '<｜tool▁call▁begin｜>', '<｜tool▁call▁end｜>', '<｜tool▁sep｜>', 'get_weather', '{"days": 2}', '{bad'],
+    deepseekv3: ['<｜tool▁calls▁begin｜>', '<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{"days": 1}\n```<｜tool▁call▁end｜>', '<｜tool▁calls▁end｜>', '```', '\n'],
+  };
+  const prose = ['Hi', ' ', '5 < 6', 'a</b', '<think>', '</think>', '</thi', 'é🌍', '\n', 'Rome', '3', 'null', '  '];
+  const parsersR = [null, 'deepseek-v3', 'minimax', 'minimax-append-think', 'qwen3'];
+  const local = new Rng(11);
+  for (const tool of Object.keys(pieces)) {
+    for (const reasoning of parsersR) {
+      for (const toolChoice of ['auto', 'required']) {
+        for (let n = 0; n < 12; n++) {
+          const parts: string[] = [];
+          const len = 3 + local.nextInt(14);
+          for (let i = 0; i < len; i++) parts.push(local.nextInt(2) ? pieces[tool][local.nextInt(pieces[tool].length)] : prose[local.nextInt(prose.length)]);
+          const text = parts.join('');
+          const opts: ChatParseOptions = { toolCallParser: tool, tools: weather, toolChoice, reasoningParser: reasoning, chatTemplateKwargs: { thinking: local.nextInt(2) === 0 } };
+          const oneShot = parseChatOutput(text, opts);
+          const strip = (r: ParsedChatOutput) => ({ ...r, toolCalls: r.toolCalls.map((c) => ({ ...c, id: '' })) });
+          for (const t of oneShot.toolCalls) assert.doesNotThrow(() => JSON.parse(t.arguments), `${tool}: arguments are JSON: ${t.arguments}`);
+          for (const chunks of [[...text], text.split(''), parts]) {
+            assert.deepEqual(strip(aggregateChatDeltas(feed(opts, chunks).deltas)), strip(oneShot), `${tool}/${reasoning}/${toolChoice}: ${JSON.stringify(text)}`);
+          }
+        }
+      }
+    }
+  }
+});
