@@ -10,18 +10,6 @@ namespace tsg {
 
 namespace {
 
-/** q·k over `d` dims: eight FMA lanes, zero-padded tail, hsum8. */
-inline float dotF32(const float* a, const float* b, int64_t d) {
-  __m256 acc = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= d; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
-  if (i < d) {
-    const __m256i m = tailMask(static_cast<int>(d - i));
-    acc = _mm256_fmadd_ps(_mm256_maskload_ps(a + i, m), _mm256_maskload_ps(b + i, m), acc);
-  }
-  return hsum8(acc);
-}
-
 struct RowInfo {
   int32_t req;
   int32_t last;  // sequence index of the row: keys 0..last are visible
@@ -42,14 +30,17 @@ std::string attention(ThreadPool& pool, const float* q, int64_t numTokens, const
     for (int64_t j = 0; j < len; j++) rows[start + j] = RowInfo{static_cast<int32_t>(i), static_cast<int32_t>(prefix + j)};
   }
   const int threads = pool.threads();
-  // work item: (row, head range); single heads when there are few rows (decode) so all threads get work
-  const int64_t headsPerItem = numTokens >= 2 * threads ? a.numHeads : 1;
-  const int64_t itemsPerRow = a.numHeads / headsPerItem;
+  // work item: (row, sub-group of up to kSub heads sharing one kv head); the sub-group shares every K and V load
+  constexpr int64_t kSub = 4;
+  const int64_t subPerGroup = (group + kSub - 1) / kSub;
+  const int64_t itemsPerRow = a.numKvHeads * subPerGroup;
   std::vector<char> bad(threads, 0);
   std::fill(out, out + numTokens * a.numHeads * a.vHeadDim, 0.0f);
   pool.parallelFor(numTokens * itemsPerRow, [&](int64_t item, int ti) {
     const int64_t t = item / itemsPerRow;
-    const int64_t h0 = (item % itemsPerRow) * headsPerItem;
+    const int64_t kvHead = (item % itemsPerRow) / subPerGroup;
+    const int64_t h0 = kvHead * group + ((item % itemsPerRow) % subPerGroup) * kSub;
+    const int64_t nh = std::min(kSub, (kvHead + 1) * group - h0);
     const RowInfo ri = rows[t];
     if (ri.req < 0) return;  // row not covered by any request: stays zero (reference leaves it zero too)
     thread_local std::vector<int32_t> locs;
@@ -59,9 +50,9 @@ std::string attention(ThreadPool& pool, const float* q, int64_t numTokens, const
     int64_t numKeys = 0;
     if (a.sparse) {
       sel.clear();
-      const int32_t* s = a.sparse + t * a.sparseWidth;
+      const int32_t* sp = a.sparse + t * a.sparseWidth;
       for (int64_t j = 0; j < a.sparseWidth; j++)
-        if (s[j] >= 0 && s[j] <= ri.last) sel.push_back(s[j]);
+        if (sp[j] >= 0 && sp[j] <= ri.last) sel.push_back(sp[j]);
       std::sort(sel.begin(), sel.end());
       locs.resize(sel.size());
       for (size_t j = 0; j < sel.size(); j++) locs[j] = a.reqToToken[tableRow + sel[j]];
@@ -77,58 +68,70 @@ std::string attention(ThreadPool& pool, const float* q, int64_t numTokens, const
         return;
       }
     }
-    if (static_cast<int64_t>(scores.size()) < numKeys + 8) scores.resize(numKeys + 8);
-    for (int64_t h = h0; h < h0 + headsPerItem; h++) {
-      const int64_t kvHead = h / group;
-      const float* qh = q + (t * a.numHeads + h) * a.headDim;
-      const float* kBase = a.k + a.kOffset + kvHead * a.headDim;
-      const float* vBase = a.v + a.vOffset + kvHead * a.vHeadDim;
-      float mx = -INFINITY;
-      for (int64_t s = 0; s < numKeys; s++) {
-        const float sc = dotF32(qh, kBase + static_cast<int64_t>(locs[s]) * a.kRowWidth, a.headDim) * a.scale;
-        scores[s] = sc;
-        mx = sc > mx ? sc : mx;
+    const int64_t stride = numKeys + 8;  // scores of head i at scores[i * stride]
+    if (static_cast<int64_t>(scores.size()) < kSub * stride) scores.resize(kSub * stride);
+    const float* kBase = a.k + a.kOffset + kvHead * a.headDim;
+    const float* vBase = a.v + a.vOffset + kvHead * a.vHeadDim;
+    const float* qh[kSub];
+    for (int64_t i = 0; i < nh; i++) qh[i] = q + (t * a.numHeads + h0 + i) * a.headDim;
+    // 1. scores: per (head, key) eight FMA lanes over the head dim then hsum8 (= dotF32), × scale
+    const int64_t d8 = a.headDim & ~int64_t(7);
+    const int drem = static_cast<int>(a.headDim - d8);
+    const __m256i dmask = tailMask(drem);
+    for (int64_t s = 0; s < numKeys; s++) {
+      const float* kr = kBase + static_cast<int64_t>(locs[s]) * a.kRowWidth;
+      __m256 acc[kSub] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+      for (int64_t e = 0; e < d8; e += 8) {
+        const __m256 kv = _mm256_loadu_ps(kr + e);
+        for (int64_t i = 0; i < nh; i++) acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(qh[i] + e), kv, acc[i]);
       }
+      if (drem) {
+        const __m256 kv = _mm256_maskload_ps(kr + d8, dmask);
+        for (int64_t i = 0; i < nh; i++) acc[i] = _mm256_fmadd_ps(_mm256_maskload_ps(qh[i] + d8, dmask), kv, acc[i]);
+      }
+      for (int64_t i = 0; i < nh; i++) scores[i * stride + s] = hsum8(acc[i]) * a.scale;
+    }
+    // 2. softmax weights per head (exp8 of score − max), f64 sum
+    float inv[kSub];
+    for (int64_t i = 0; i < nh; i++) {
+      float* sc = &scores[i * stride];
+      float mx = -INFINITY;
+      for (int64_t s = 0; s < numKeys; s++) mx = sc[s] > mx ? sc[s] : mx;
       const __m256 vm = _mm256_set1_ps(mx);
       int64_t s = 0;
-      for (; s + 8 <= numKeys; s += 8) _mm256_storeu_ps(&scores[s], exp8(_mm256_sub_ps(_mm256_loadu_ps(&scores[s]), vm)));
-      for (int64_t r = s; r < numKeys; r++) scores[r] -= mx;
-      expArray(&scores[s], &scores[s], numKeys - s);
+      for (; s + 8 <= numKeys; s += 8) _mm256_storeu_ps(sc + s, exp8(_mm256_sub_ps(_mm256_loadu_ps(sc + s), vm)));
+      for (int64_t r = s; r < numKeys; r++) sc[r] -= mx;
+      expArray(sc + s, sc + s, numKeys - s);
       double sum = 0;
-      for (int64_t r = 0; r < numKeys; r++) sum += scores[r];
-      float* o = out + (t * a.numHeads + h) * a.vHeadDim;
-      const float inv = numKeys > 0 ? static_cast<float>(1.0 / sum) : 0.0f;
-      // o = Σ_s w_s · v_s in f32, eight value dims per register, ascending s
-      for (int64_t e = 0; e < a.vHeadDim; e += 32) {
-        const int64_t width = std::min<int64_t>(32, a.vHeadDim - e);
-        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-        if (width == 32) {
-          for (int64_t r = 0; r < numKeys; r++) {
-            const float* vr = vBase + static_cast<int64_t>(locs[r]) * a.vRowWidth + e;
-            const __m256 w = _mm256_set1_ps(scores[r]);
-            acc[0] = _mm256_fmadd_ps(w, _mm256_loadu_ps(vr), acc[0]);
-            acc[1] = _mm256_fmadd_ps(w, _mm256_loadu_ps(vr + 8), acc[1]);
-            acc[2] = _mm256_fmadd_ps(w, _mm256_loadu_ps(vr + 16), acc[2]);
-            acc[3] = _mm256_fmadd_ps(w, _mm256_loadu_ps(vr + 24), acc[3]);
-          }
-        } else {
-          for (int64_t r = 0; r < numKeys; r++) {
-            const float* vr = vBase + static_cast<int64_t>(locs[r]) * a.vRowWidth + e;
-            const __m256 w = _mm256_set1_ps(scores[r]);
-            for (int64_t c = 0; c < width; c += 8) {
-              const int cnt = static_cast<int>(std::min<int64_t>(8, width - c));
-              const __m256 vv = cnt == 8 ? _mm256_loadu_ps(vr + c) : _mm256_maskload_ps(vr + c, tailMask(cnt));
-              acc[c / 8] = _mm256_fmadd_ps(w, vv, acc[c / 8]);
-            }
-          }
+      for (int64_t r = 0; r < numKeys; r++) sum += sc[r];
+      inv[i] = numKeys > 0 ? static_cast<float>(1.0 / sum) : 0.0f;
+    }
+    // 3. o_h = Σ_s w_hs · v_s in f32, ascending s, 16 value dims of all heads per pass (shared V loads)
+    for (int64_t e = 0; e < a.vHeadDim; e += 16) {
+      const int64_t width = std::min<int64_t>(16, a.vHeadDim - e);
+      const int c0 = static_cast<int>(std::min<int64_t>(8, width));
+      const int c1 = static_cast<int>(width - c0);
+      const __m256i m0 = tailMask(c0), m1 = tailMask(c1);
+      __m256 acc[kSub][2];
+      for (int64_t i = 0; i < kSub; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+      for (int64_t r = 0; r < numKeys; r++) {
+        const float* vr = vBase + static_cast<int64_t>(locs[r]) * a.vRowWidth + e;
+        const __m256 v0 = c0 == 8 ? _mm256_loadu_ps(vr) : _mm256_maskload_ps(vr, m0);
+        const __m256 v1 = c1 == 8 ? _mm256_loadu_ps(vr + 8) : c1 > 0 ? _mm256_maskload_ps(vr + 8, m1) : _mm256_setzero_ps();
+        for (int64_t i = 0; i < nh; i++) {
+          const __m256 w = _mm256_broadcast_ss(&scores[i * stride + r]);
+          acc[i][0] = _mm256_fmadd_ps(w, v0, acc[i][0]);
+          acc[i][1] = _mm256_fmadd_ps(w, v1, acc[i][1]);
         }
-        const __m256 vinv = _mm256_set1_ps(inv);
-        for (int64_t c = 0; c < width; c += 8) {
-          const int cnt = static_cast<int>(std::min<int64_t>(8, width - c));
-          const __m256 r = _mm256_mul_ps(acc[c / 8], vinv);
-          if (cnt == 8) _mm256_storeu_ps(o + e + c, r);
-          else _mm256_maskstore_ps(o + e + c, tailMask(cnt), r);
-        }
+      }
+      for (int64_t i = 0; i < nh; i++) {
+        float* o = out + (t * a.numHeads + h0 + i) * a.vHeadDim + e;
+        const __m256 vinv = _mm256_set1_ps(inv[i]);
+        const __m256 r0 = _mm256_mul_ps(acc[i][0], vinv), r1 = _mm256_mul_ps(acc[i][1], vinv);
+        if (c0 == 8) _mm256_storeu_ps(o, r0);
+        else _mm256_maskstore_ps(o, m0, r0);
+        if (c1 == 8) _mm256_storeu_ps(o + 8, r1);
+        else if (c1 > 0) _mm256_maskstore_ps(o + 8, m1, r1);
       }
     }
   });
