@@ -80,6 +80,7 @@ export async function handleGenerate(deps: ServerDeps, ex: Exchange, body: unkno
   let inputs: ({ text: string } | { inputIds: number[] })[];
   let isBatch: boolean;
   let rids: string[];
+  let choiceOffset: number[] = [];
   let iter: AsyncIterator<GenerateOutput & { batchIdx: number }>;
   let first: IteratorResult<GenerateOutput & { batchIdx: number }>;
   try {
@@ -104,6 +105,9 @@ export async function handleGenerate(deps: ServerDeps, ex: Exchange, body: unkno
     rids = Array.isArray(given) ? given : inputs.map((_, i) => (given ? (isBatch ? `${given}_${i}` : given) : newRid()));
     if (rids.length !== inputs.length) throw new InvalidRequestError(`rid has ${rids.length} entries for ${inputs.length} inputs`, 'rid');
     const preferred = deps.config.preferredSamplingParams as WireSamplingParams | null;
+    // stream event index = position among all choices of all inputs (input i's choices follow input i-1's)
+    choiceOffset = [0];
+    for (let i = 1; i < spList.length; i++) choiceOffset.push(choiceOffset[i - 1] + (spList[i - 1]?.n ?? preferred?.n ?? 1));
     const stream = req.stream === true;
     if (deps.config.logRequests) deps.logger.info(`Receive: obj=GenerateReqInput(rid=${rids.join(',')}, batch=${inputs.length}, stream=${stream})`);
     const sources = inputs.map((input, i) => {
@@ -169,7 +173,7 @@ export async function handleGenerate(deps: ServerDeps, ex: Exchange, body: unkno
         continue;
       }
       const ev: GenerateResponse & { index?: number } = response(c);
-      if (isBatch || c.index > 0) ev.index = keyOf(o) === o.index ? o.index : o.batchIdx;
+      if (isBatch || c.index > 0) ev.index = choiceOffset[o.batchIdx] + o.index;
       ex.writeSse(encodeSseEvent(ev));
     }
   } catch (err) {
