@@ -90,7 +90,10 @@ export class DetokenizerManager {
         st.inTop = o.inputTopLogprobs;
       }
       const n = o.completionTokens;
-      const due = finish !== null || (st.stream && (n === 1 || n % this.streamInterval === 0) && (st.ids.length > 0 || st.text.length > 0));
+      // While text is held back because it may start a stop string, the tokens wait for the next emission (SGLang
+      // check_match_stop_str_prefix suppresses the update).
+      const heldForStop = st.detok !== null && st.opts.stop.length > 0 && st.text.length === 0;
+      const due = finish !== null || (st.stream && (n === 1 || n % this.streamInterval === 0) && st.ids.length > 0 && !heldForStop);
       if (!due) continue;
       const out: CoreOutput = {
         rid: o.rid,
