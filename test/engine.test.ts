@@ -19,6 +19,7 @@ async function makeEngine(o: Partial<EngineOptions> = {}): Promise<Engine> {
     skipTokenizerInit: true,
     useWorkerThread: false,
     recordStepStats: true,
+    numThreads: 1,
     maxTotalTokens: 4096,
     contextLength: 512,
     ...o,

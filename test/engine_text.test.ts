@@ -14,7 +14,7 @@ let engine: Engine;
 
 before(async () => {
   const dir = ensureEmbeddedModel(join(homedir(), '.cache', 'tsglang'), SILENT_LOGGER);
-  engine = await Engine.create({ modelPath: dir, maxTotalTokens: 2048, contextLength: 1024, logLevel: 'error' });
+  engine = await Engine.create({ modelPath: dir, maxTotalTokens: 2048, contextLength: 1024, logLevel: 'error', numThreads: 1 });
 });
 
 after(async () => {

@@ -7,7 +7,7 @@ import { Logger, SILENT_LOGGER, TsglangError, UnsupportedFeatureError } from '..
 import { CacheManager, Scheduler, type StepStats } from '../scheduler/index.js';
 import { ChunkCache, KVPool, RadixCache, ReqToTokenPool, TokenToKVPoolAllocator } from '../mem_cache/index.js';
 import { ModelRunner, planMemory, readAvailableMemoryBytes, type ForwardModel } from '../executor/index.js';
-import { createCpuOps } from '../kernels/index.js';
+import { createOps } from '../kernels/index.js';
 import { loadModel } from '../models/index.js';
 import { loadTokenizer, type Tokenizer } from '../tokenizer/index.js';
 import { DetokenizerManager } from './detokenizer_manager.js';
@@ -83,7 +83,7 @@ export class EngineCore {
     let cm: CoreModel;
     if (injected) cm = injected;
     else {
-      const loaded = loadModel(options.modelPath, { ops: createCpuOps(), overrides: options.jsonModelOverrideArgs ?? {}, logger });
+      const loaded = loadModel(options.modelPath, { ops: createOps(options.numThreads !== undefined ? { threads: options.numThreads } : {}), overrides: options.jsonModelOverrideArgs ?? {}, logger });
       const gen = tokenizer?.eosTokenIds ?? [];
       const cfgEos = loaded.config.raw['eos_token_id'];
       const eos = gen.length > 0 ? gen : Array.isArray(cfgEos) ? (cfgEos as number[]) : typeof cfgEos === 'number' ? [cfgEos] : [];
