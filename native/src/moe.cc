@@ -45,13 +45,24 @@ std::string fusedMoe(ThreadPool& pool, const float* x, int64_t numTokens, int64_
       return "fusedMoe: expert " + std::to_string(e) + " weight shapes do not match hidden size " + std::to_string(hidden);
   }
   // 2. gather rows; offsets of each expert's intermediate block
-  std::vector<float> xg(numEntries * hidden);
-  for (int64_t p = 0; p < numEntries; p++) std::memcpy(&xg[p * hidden], x + entryToken[p] * hidden, hidden * sizeof(float));
+  // work buffers reused across calls (first-touch page faults of fresh buffers cost more than the math at decode)
+  static thread_local std::vector<float> xg, g, u, yg;
+  auto grow = [](std::vector<float>& v, size_t n) {
+    if (v.size() < n) v.resize(n);
+  };
+  grow(xg, numEntries * hidden);
   std::vector<int64_t> interOff(numExperts + 1, 0);
   for (int64_t e = 0; e < numExperts; e++)
     interOff[e + 1] = interOff[e] + (first[e + 1] - first[e]) * (experts[e].gate ? experts[e].gate->n : 0);
-  std::vector<float> g(interOff[numExperts]), u(interOff[numExperts]);
-  std::vector<float> yg(numEntries * hidden);
+  grow(g, interOff[numExperts]);
+  grow(u, interOff[numExperts]);
+  grow(yg, numEntries * hidden);
+  // raw pointers: the lambdas below run on pool threads, where these thread_local names mean other buffers
+  float* const xgp = xg.data();
+  float* const gp = g.data();
+  float* const up = u.data();
+  float* const ygp = yg.data();
+  for (int64_t p = 0; p < numEntries; p++) std::memcpy(xgp + p * hidden, x + entryToken[p] * hidden, hidden * sizeof(float));
 
   const int threads = pool.threads();
   static thread_local std::vector<std::vector<float>> scratch;
@@ -89,16 +100,16 @@ std::string fusedMoe(ThreadPool& pool, const float* x, int64_t numTokens, int64_
       if (static_cast<int64_t>(s.size()) < gemmScratchFloats(w.k)) s.resize(gemmScratchFloats(w.k));
       if (tk.which == 2) {
         const int64_t inter = ex.gate->n;
-        matmulRange(&g[interOff[tk.expert]], rows, inter, w, tk.n0, tk.n1, &yg[first[tk.expert] * hidden + tk.n0], hidden, s.data());
+        matmulRange(gp + interOff[tk.expert], rows, inter, w, tk.n0, tk.n1, ygp + first[tk.expert] * hidden + tk.n0, hidden, s.data());
       } else {
-        float* dst = tk.which == 0 ? &g[interOff[tk.expert]] : &u[interOff[tk.expert]];
-        matmulRange(&xg[first[tk.expert] * hidden], rows, hidden, w, tk.n0, tk.n1, dst + tk.n0, w.n, s.data());
+        float* dst = tk.which == 0 ? gp + interOff[tk.expert] : up + interOff[tk.expert];
+        matmulRange(xgp + first[tk.expert] * hidden, rows, hidden, w, tk.n0, tk.n1, dst + tk.n0, w.n, s.data());
       }
     });
   };
   // 3. gate and up, 4. h = silu(g)·u (into g), 5. down
   runTasks(makeTasks(false));
-  siluAndMulArray(g.data(), u.data(), g.data(), static_cast<int64_t>(g.size()));
+  siluAndMulArray(gp, up, gp, interOff[numExperts]);
   runTasks(makeTasks(true));
   // 6. per token, f64 sum over its entries in ascending expert id (entries are grouped by expert ascending)
   std::vector<int64_t> tokenCount(numTokens + 1, 0);
@@ -118,7 +129,7 @@ std::string fusedMoe(ThreadPool& pool, const float* x, int64_t numTokens, int64_
       for (int64_t q = tokenCount[t]; q < tokenCount[t + 1]; q++) {
         const int64_t p = byToken[q];
         const double w = entryWeight[p];
-        const float* y = &yg[p * hidden];
+        const float* y = ygp + p * hidden;
         for (int64_t d = 0; d < hidden; d++) acc[d] += w * y[d];
       }
       float* o = out + t * hidden;
