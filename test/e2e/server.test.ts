@@ -186,6 +186,25 @@ test('bad requests → SGLang status and error body; the server stays healthy af
   assert.match(metrics, /sglang:num_running_reqs\{model_name="[^"]+"\} 0/);
 });
 
+test('a client that disconnects aborts its request (the engine has nothing running afterwards)', async () => {
+  const ac = new AbortController();
+  const res = await fetch(`${base}/generate`, {
+    method: 'POST', headers, signal: ac.signal,
+    body: JSON.stringify({ text: 'Hello', sampling_params: { max_new_tokens: 3000, ignore_eos: true }, stream: true }),
+  });
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  await reader.read();
+  ac.abort();
+  let running = -1;
+  for (let i = 0; i < 100; i++) {
+    running = (await json(fetch(`${base}/get_server_info`, { headers }))).internal_states[0].num_running_reqs;
+    if (running === 0) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.equal(running, 0);
+  await assertHealthy();
+});
+
 test('flags whose feature is not built stop start-up with a clear message', () => {
   for (const [flags, re] of [
     [['--tp', '4'], /tensor parallelism \(--tp-size 4/],
