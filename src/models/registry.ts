@@ -4,10 +4,16 @@ import { InvalidRequestError, ModelLoadError } from '../common/index.js';
 import type { ModelConfig } from '../config/index.js';
 import { MINIMAX_M2_DEFINITION } from './minimax_m2.js';
 import { DEEPSEEK_V32_DEFINITION, DEEPSEEK_V3_DEFINITION } from './deepseek_v32.js';
+import { SCRIPTED_DEFINITION } from './scripted.js';
 import type { ModelDefinition } from './model_base.js';
 
-/** Every supported architecture. */
-export const MODEL_DEFINITIONS: readonly ModelDefinition[] = [MINIMAX_M2_DEFINITION, DEEPSEEK_V32_DEFINITION, DEEPSEEK_V3_DEFINITION];
+/** Every supported architecture (the scripted one is test-only: it replays token scripts from its config.json). */
+export const MODEL_DEFINITIONS: readonly ModelDefinition[] = [
+  MINIMAX_M2_DEFINITION,
+  DEEPSEEK_V32_DEFINITION,
+  DEEPSEEK_V3_DEFINITION,
+  SCRIPTED_DEFINITION,
+];
 
 /**
  * The definition handling the first supported entry of `config.architectures`.
