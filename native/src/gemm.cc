@@ -188,8 +188,8 @@ int64_t blockingParam(const char* name, int64_t dflt, int64_t multiple) {
   return n > 0 ? n : dflt;
 }
 
-const int64_t kNB = blockingParam("TSG_GEMM_NB", 16, 4);   // weight rows per chunk (decoded once into scratch)
-const int64_t kKC = blockingParam("TSG_GEMM_KC", 256, 8);  // k per block: x tile and weight block stay in L1
+const int64_t kNB = blockingParam("TSG_GEMM_NB", 32, 4);   // weight rows per chunk (decoded once into scratch)
+const int64_t kKC = blockingParam("TSG_GEMM_KC", 2048, 8);  // k per block (measured on Zen 2: blocks under ~1024 cost more in lane round trips than they save)
 const int64_t kMC = blockingParam("TSG_GEMM_MC", 48, 3);   // activation rows per block
 
 /**
