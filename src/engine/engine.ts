@@ -86,7 +86,7 @@ export class Engine implements EngineApi {
     const log = logger ?? new Logger((options.logLevel ?? 'info') as LogLevel);
     const tokenizer = options.skipTokenizerInit ? null : loadTokenizer(options.tokenizerPath ?? options.modelPath);
     if (options.useWorkerThread === false || injected) {
-      const t = new InProcessTransport(options, logger ?? SILENT_LOGGER, injected);
+      const t = new InProcessTransport(options, logger ?? SILENT_LOGGER, injected, tokenizer);
       return new Engine(t.core.info, tokenizer, t, options);
     }
     const t = new WorkerTransport(options);

@@ -70,15 +70,21 @@ export class EngineCore {
   private lastRatio = 0;
 
   /**
-   * Loads the model (unless given), sizes the KV pool from memory (executor/memory_plan.ts), prints the capacity.
+   * Loads the model (unless given) and the tokenizer (unless given: in-process engines share the caller's), sizes the KV pool from memory (executor/memory_plan.ts), prints the capacity.
    * @throws ModelLoadError / InvalidRequestError / OutOfKVCacheError / UnsupportedFeatureError on a bad set-up
    */
-  static create(options: EngineOptions, send: (msg: FromCoreMsg) => void, logger: Logger = SILENT_LOGGER, injected?: CoreModel): EngineCore {
+  static create(
+    options: EngineOptions,
+    send: (msg: FromCoreMsg) => void,
+    logger: Logger = SILENT_LOGGER,
+    injected?: CoreModel,
+    loadedTokenizer?: Tokenizer | null,
+  ): EngineCore {
     if (options.kvCacheDtype && options.kvCacheDtype !== 'auto') {
       throw new UnsupportedFeatureError(`--kv-cache-dtype ${options.kvCacheDtype} is not built yet on CPU (only 'auto': f32 KV cache)`);
     }
     const tokenizerPath = options.tokenizerPath ?? options.modelPath;
-    const tokenizer = options.skipTokenizerInit ? null : loadTokenizer(tokenizerPath);
+    const tokenizer = options.skipTokenizerInit ? null : loadedTokenizer ?? loadTokenizer(tokenizerPath);
     const memBefore = readAvailableMemoryBytes();
     let cm: CoreModel;
     if (injected) cm = injected;

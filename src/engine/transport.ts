@@ -2,6 +2,7 @@
 // (tests). Same messages either way; delivery is always asynchronous so behaviour does not depend on the choice.
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../common/index.js';
+import type { Tokenizer } from '../tokenizer/index.js';
 import { EngineCore, type CoreModel } from './engine_core.js';
 import type { FromCoreMsg, ToCoreMsg } from './messages.js';
 import type { EngineOptions } from './types.js';
@@ -55,8 +56,8 @@ export class InProcessTransport implements CoreTransport {
   /**
    * @throws whatever EngineCore.create throws (model load, memory plan)
    */
-  constructor(options: EngineOptions, logger: Logger, injected?: CoreModel) {
-    this.core = EngineCore.create(options, (m) => setImmediate(() => this.handler(m)), logger, injected);
+  constructor(options: EngineOptions, logger: Logger, injected?: CoreModel, tokenizer?: Tokenizer | null) {
+    this.core = EngineCore.create(options, (m) => setImmediate(() => this.handler(m)), logger, injected, tokenizer);
   }
 
   send(msg: ToCoreMsg): void {

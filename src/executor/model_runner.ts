@@ -84,7 +84,8 @@ export class ModelRunner {
       logSoftmax(out.logits.subarray(s.logitIdx * V, (s.logitIdx + 1) * V), lp);
       return { logprob: lp[s.tokenId], topLogprobs: topLogprobsOf(lp, s.topLogprobsNum) };
     });
-    const samples = sample.map((s) => sampleRow(out.logits.slice(s.logitIdx * V, (s.logitIdx + 1) * V), s.info));
+    // Sampling rewrites its row in place: sample rows and score rows are distinct, and the logits are this step's scratch.
+    const samples = sample.map((s) => sampleRow(out.logits.subarray(s.logitIdx * V, (s.logitIdx + 1) * V), s.info));
     this.sampleTimeMs += performance.now() - t1;
     return { samples, scores };
   }
