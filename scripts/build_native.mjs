@@ -40,10 +40,13 @@ function main() {
   if (!nodeGyp) return note("npm's node-gyp not found; using the TypeScript kernels");
   const nodeDir = findNodeDir();
   if (!nodeDir) return note('local Node headers (include/node/node_api.h) not found; not downloading them; using the TypeScript kernels');
-  const args = [nodeGyp, 'rebuild', `--directory=${nativeDir}`, `--nodedir=${nodeDir}`, '--jobs=2'];
-  if (verbose) args.push('--loglevel=warn');
+  // configure + build (not `rebuild`): an existing addon stays in place until the new one is linked, so processes
+  // started meanwhile still find it; make rebuilds what changed.
+  const common = [`--directory=${nativeDir}`, `--nodedir=${nodeDir}`, ...(verbose ? ['--loglevel=warn'] : [])];
   const t0 = Date.now();
-  const r = spawnSync(process.execPath, args, { cwd: nativeDir, stdio: verbose ? 'inherit' : ['ignore', 'pipe', 'pipe'], timeout: 15 * 60 * 1000, encoding: 'utf8' });
+  const opts = { cwd: nativeDir, stdio: verbose ? 'inherit' : ['ignore', 'pipe', 'pipe'], timeout: 15 * 60 * 1000, encoding: 'utf8' };
+  let r = spawnSync(process.execPath, [nodeGyp, 'configure', ...common], opts);
+  if (r.status === 0) r = spawnSync(process.execPath, [nodeGyp, 'build', '--jobs=2', ...common], opts);
   if (r.status === 0) {
     note(`built native/build/Release/tsglang_native.node in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
     return;
