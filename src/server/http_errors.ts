@@ -83,10 +83,11 @@ export function modelNotFoundError(model: string): HttpError {
 /**
  * The status for an engine finish reason of type abort: its statusCode (400 validation, 503 queue timeout, 500
  * transfer failure), else 500 (client aborts never reach a response).
+ * @param nativeApi true for /generate (body `{"error": {"message"}}`), false for the OpenAI routes (ErrorResponse)
  */
-export function abortHttpError(message: string, statusCode: number | undefined): HttpError {
+export function abortHttpError(message: string, statusCode: number | undefined, nativeApi = false): HttpError {
   const status = statusCode ?? 500;
-  return { status, body: errorResponse(message, status) };
+  return { status, body: nativeApi ? { error: { message } } : errorResponse(message, status) };
 }
 
 /**

@@ -152,8 +152,8 @@ export async function handleGenerate(deps: ServerDeps, ex: Exchange, body: unkno
     const aborted = results.find((c) => c.finishReason?.type === 'abort');
     if (aborted && aborted.finishReason?.type === 'abort') {
       if (ex.signal.aborted) return;
-      const { status } = abortHttpError(aborted.finishReason.message, aborted.finishReason.statusCode);
-      ex.sendJson(status, { error: { message: aborted.finishReason.message } });
+      const e = abortHttpError(aborted.finishReason.message, aborted.finishReason.statusCode, true);
+      ex.sendJson(e.status, e.body);
       return;
     }
     const out = results.map(response);
