@@ -51,7 +51,7 @@ function main() {
     note(`built native/build/Release/tsglang_native.node in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
     return;
   }
-  const tail = `${r.stderr ?? ''}`.split('\n').filter((l) => /error/i.test(l)).slice(0, 3).join(' | ');
+  const tail = `${r.stderr ?? ''}`.split('\n').filter((l) => /error|ERR!/i.test(l)).slice(0, 3).join(' | ');
   note(`build failed (${r.error ? r.error.message : `exit ${r.status}`}${tail ? `: ${tail}` : ''}); using the TypeScript kernels`);
 }
 
