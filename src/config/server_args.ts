@@ -72,6 +72,9 @@ export interface ServerArgs {
   dsaTopkBackend: string;
   cudaGraphMaxBs: number | null;
   cudaGraphMaxBsDecode: number | null;
+  disableCudaGraph: boolean;
+  enableTorchCompile: boolean;
+  enableDeterministicInference: boolean;
   speculativeAlgorithm: string | null;
   speculativeNumSteps: number | null;
   speculativeEagleTopk: number | null;
@@ -173,6 +176,9 @@ export const SERVER_FLAGS: readonly FlagSpec[] = [
   { name: 'dsa-topk-backend', key: 'dsaTopkBackend', type: 'str', default: 'sgl-kernel', help: `DSA indexer top-k kernel (${KERNEL_CHOICE})` },
   { name: 'cuda-graph-max-bs', key: 'cudaGraphMaxBs', type: 'int', default: null, help: 'largest CUDA-graph batch (no CUDA graphs on CPU)' },
   { name: 'cuda-graph-max-bs-decode', key: 'cudaGraphMaxBsDecode', type: 'int', default: null, help: 'largest decode CUDA-graph batch (no CUDA graphs on CPU)' },
+  { name: 'disable-cuda-graph', key: 'disableCudaGraph', type: 'bool', default: false, help: 'accepted; there are no CUDA graphs on CPU' },
+  { name: 'enable-torch-compile', key: 'enableTorchCompile', type: 'bool', default: false, help: 'accepted; tsglang has no torch.compile' },
+  { name: 'enable-deterministic-inference', key: 'enableDeterministicInference', type: 'bool', default: false, help: 'accepted; tsglang\'s CPU kernels are batch invariant already' },
   // speculative decoding and PD disaggregation (not built yet)
   { name: 'speculative-algorithm', key: 'speculativeAlgorithm', type: 'str', default: null, choices: ['EAGLE', 'EAGLE3', 'NEXTN', 'STANDALONE', 'NGRAM'], help: 'speculative decoding algorithm' },
   { name: 'speculative-num-steps', key: 'speculativeNumSteps', type: 'int', default: null, help: 'draft depth' },
@@ -364,6 +370,8 @@ export function validateServerArgs(a: Readonly<ServerArgs>, given: ReadonlySet<s
   if (given.has('revision')) notices.push('--revision: local checkpoint directories have no revisions; ignored');
   if (given.has('dtype') && a.dtype !== 'auto') notices.push(`--dtype ${a.dtype}: the CPU engine computes in float32`);
   if (given.has('watchdog-timeout')) notices.push('--watchdog-timeout: no watchdog in tsglang yet');
+  if (given.has('disable-cuda-graph') || given.has('enable-torch-compile')) notices.push('--disable-cuda-graph / --enable-torch-compile: GPU-only; no effect on CPU');
+  if (given.has('enable-deterministic-inference')) notices.push('--enable-deterministic-inference: tsglang is deterministic and batch invariant by construction; nothing to switch');
   return { notices };
 }
 
