@@ -176,6 +176,74 @@ async function streamLines(
   return null;
 }
 
+/**
+ * Timing state of one request, handed to its backend's line handler: `st`, the time of the last line that
+ * counted, and the output being filled (`ttft`, `itl` and `textChunks` are the handler's to set).
+ */
+class RequestTiming {
+  /** Clock time (s) of the last line that counted; starts at `st`. */
+  mostRecent: number;
+
+  constructor(
+    /** st (s): clock read just before the POST. */
+    readonly st: number,
+    readonly output: RequestFuncOutput,
+  ) {
+    this.mostRecent = st;
+  }
+
+  /**
+   * Per-chunk timing of the OpenAI backends: the first non-empty chunk sets TTFT, each later one adds an
+   * ITL entry (gap since the previous chunk, s) and its text to `textChunks`.
+   */
+  recordChunk(text: string, ts: number): void {
+    if (this.output.ttft === 0) {
+      this.output.ttft = ts - this.st;
+    } else {
+      this.output.textChunks.push(text);
+      this.output.itl.push(ts - this.mostRecent);
+    }
+    this.mostRecent = ts;
+  }
+}
+
+/**
+ * The frame every backend shares: reads `st`, POSTs `payload`, passes each `data:` line (or the whole body when
+ * not streaming) to `onData` with its timestamp (s), sets E2E latency from the last line read (incl. `[DONE]`),
+ * and turns HTTP errors and exceptions into `success: false` (never rejects). `onSuccess` fills the fields
+ * only known at the end (generated text, output length).
+ */
+async function timedRequest(
+  input: RequestFuncInput,
+  settings: RequestSettings,
+  payload: unknown,
+  onData: (data: string, ts: number, timing: RequestTiming) => void,
+  onSuccess: (output: RequestFuncOutput) => void,
+): Promise<RequestFuncOutput> {
+  const output = newOutput(input);
+  const st = settings.clock.now();
+  output.startTime = st;
+  const timing = new RequestTiming(st, output);
+  let latency = 0;
+  try {
+    const error = await streamLines(input, settings, payload, (kind, data, ts) => {
+      latency = ts - st;
+      if (kind === 'data') onData(data, ts, timing);
+    });
+    if (error === null) {
+      output.success = true;
+      output.latency = latency;
+      onSuccess(output);
+    } else {
+      output.error = error;
+    }
+  } catch (err) {
+    output.success = false;
+    output.error = describeError(err);
+  }
+  return output;
+}
+
 interface GenerateEvent {
   text?: string;
   meta_info?: { completion_tokens?: number };
@@ -185,7 +253,7 @@ interface GenerateEvent {
  * SGLang native `/generate`: cumulative `text` per event; ITL splits each gap evenly over the new tokens
  * (`completion_tokens` delta); events adding no token are skipped.
  */
-export const requestSglangGenerate: RequestFunc = async (input, settings) => {
+export const requestSglangGenerate: RequestFunc = (input, settings) => {
   const prompt = input.prompt;
   const payload: Record<string, unknown> = {
     [typeof prompt === 'string' ? 'text' : 'input_ids']: prompt,
@@ -200,46 +268,33 @@ export const requestSglangGenerate: RequestFunc = async (input, settings) => {
     logprob_start_len: -1,
     ...input.extraRequestBody,
   };
-  const output = newOutput(input);
   let outputLen = input.outputLen;
   let lastOutputLen = 0;
-  let ttft = 0;
-  const st = settings.clock.now();
-  output.startTime = st;
-  let mostRecent = st;
-  let latency = 0;
-  try {
-    const error = await streamLines(input, settings, payload, (kind, data, ts) => {
-      latency = ts - st;
-      if (kind === 'done') return;
+  return timedRequest(
+    input,
+    settings,
+    payload,
+    (data, ts, timing) => {
+      const output = timing.output;
       const event = JSON.parse(data) as GenerateEvent;
       if (!event.text) return;
       output.generatedText = event.text;
       outputLen = event.meta_info?.completion_tokens ?? outputLen;
-      if (ttft === 0) {
-        ttft = ts - st;
-        output.ttft = ttft;
+      if (output.ttft === 0) {
+        output.ttft = ts - timing.st;
       } else {
         const numNew = outputLen - lastOutputLen;
         if (numNew === 0) return;
-        const gap = (ts - mostRecent) / numNew;
+        const gap = (ts - timing.mostRecent) / numNew;
         for (let k = 0; k < numNew; k++) output.itl.push(gap);
       }
-      mostRecent = ts;
+      timing.mostRecent = ts;
       lastOutputLen = outputLen;
-    });
-    if (error === null) {
-      output.success = true;
-      output.latency = latency;
+    },
+    (output) => {
       output.outputLen = outputLen;
-    } else {
-      output.error = error;
-    }
-  } catch (err) {
-    output.success = false;
-    output.error = describeError(err);
-  }
-  return output;
+    },
+  );
 };
 
 interface CompletionEvent {
@@ -261,7 +316,7 @@ function openAiDefaults(payload: Record<string, unknown>, input: RequestFuncInpu
  * OpenAI `/v1/completions`: one ITL entry per non-empty text chunk; output length from `usage` when a text
  * chunk carries it, else the requested count.
  */
-export const requestOpenAiCompletions: RequestFunc = async (input, settings) => {
+export const requestOpenAiCompletions: RequestFunc = (input, settings) => {
   const payload: Record<string, unknown> = {
     model: input.model,
     prompt: input.prompt,
@@ -270,52 +325,32 @@ export const requestOpenAiCompletions: RequestFunc = async (input, settings) => 
     stream: !settings.disableStream,
   };
   openAiDefaults(payload, input, settings);
-  const output = newOutput(input);
   let generated = '';
   let outputLen = input.outputLen;
-  let ttft = 0;
-  const st = settings.clock.now();
-  output.startTime = st;
-  let mostRecent = st;
-  let latency = 0;
-  try {
-    const error = await streamLines(input, settings, payload, (kind, data, ts) => {
-      latency = ts - st;
-      if (kind === 'done') return;
+  return timedRequest(
+    input,
+    settings,
+    payload,
+    (data, ts, timing) => {
       const event = JSON.parse(data) as CompletionEvent;
       const text = event.choices?.[0]?.text;
       if (!text) return;
-      if (ttft === 0) {
-        ttft = ts - st;
-        output.ttft = ttft;
-      } else {
-        output.textChunks.push(text);
-        output.itl.push(ts - mostRecent);
-      }
-      mostRecent = ts;
+      timing.recordChunk(text, ts);
       generated += text;
       outputLen = event.usage?.completion_tokens ?? outputLen;
-    });
-    if (error === null) {
+    },
+    (output) => {
       output.generatedText = generated;
-      output.success = true;
-      output.latency = latency;
       output.outputLen = outputLen;
-    } else {
-      output.error = error;
-    }
-  } catch (err) {
-    output.success = false;
-    output.error = describeError(err);
-  }
-  return output;
+    },
+  );
 };
 
 /**
  * OpenAI `/v1/chat/completions`: `delta.content` chunks timed as completions (reasoning deltas are not
  * counted, as in SGLang's doc-era client); usage read from any event. Non-streamed: TTFT = latency.
  */
-export const requestOpenAiChatCompletions: RequestFunc = async (input, settings) => {
+export const requestOpenAiChatCompletions: RequestFunc = (input, settings) => {
   const messages: BenchChatMessage[] = Array.isArray(input.prompt) && typeof input.prompt[0] === 'object'
     ? (input.prompt as BenchChatMessage[])
     : [{ role: 'user', content: typeof input.prompt === 'string' ? input.prompt : JSON.stringify(input.prompt) }];
@@ -326,51 +361,29 @@ export const requestOpenAiChatCompletions: RequestFunc = async (input, settings)
     stream: !settings.disableStream,
   };
   openAiDefaults(payload, input, settings);
-  const output = newOutput(input);
   let generated = '';
   let outputLen = input.outputLen;
-  let ttft = 0;
-  const st = settings.clock.now();
-  output.startTime = st;
-  let mostRecent = st;
-  let latency = 0;
-  try {
-    const error = await streamLines(input, settings, payload, (kind, data, ts) => {
-      latency = ts - st;
-      if (kind === 'done') return;
+  return timedRequest(
+    input,
+    settings,
+    payload,
+    (data, ts, timing) => {
       const event = JSON.parse(data) as CompletionEvent;
       if (settings.disableStream) {
         generated = event.choices?.[0]?.message?.content ?? '';
-        ttft = ts - st;
-        output.ttft = ttft;
-        outputLen = event.usage?.completion_tokens ?? outputLen;
-        return;
-      }
-      const content = event.choices?.[0]?.delta?.content ?? '';
-      if (content) {
-        if (ttft === 0) {
-          ttft = ts - st;
-          output.ttft = ttft;
-        } else {
-          output.textChunks.push(content);
-          output.itl.push(ts - mostRecent);
+        timing.output.ttft = ts - timing.st;
+      } else {
+        const content = event.choices?.[0]?.delta?.content ?? '';
+        if (content) {
+          timing.recordChunk(content, ts);
+          generated += content;
         }
-        mostRecent = ts;
-        generated += content;
       }
       outputLen = event.usage?.completion_tokens ?? outputLen;
-    });
-    if (error === null) {
+    },
+    (output) => {
       output.generatedText = generated;
-      output.success = true;
-      output.latency = latency;
       output.outputLen = outputLen;
-    } else {
-      output.error = error;
-    }
-  } catch (err) {
-    output.success = false;
-    output.error = describeError(err);
-  }
-  return output;
+    },
+  );
 };
