@@ -53,12 +53,11 @@ export const ToolSchema = z.looseObject({
   }),
 });
 
-/** `POST /v1/chat/completions` body (ChatCompletionRequest). */
-export const ChatCompletionRequestSchema = z.looseObject({
-  messages: z.array(ChatMessageSchema),
-  model: z.string().default('default'),
-  max_tokens: opt(int()),
-  max_completion_tokens: opt(int()),
+/**
+ * Sampling fields that `/v1/chat/completions` and `/v1/completions` share (same names, types and leniency;
+ * SGLang declares them on both request models in protocol.py). Spread into each schema in wire order.
+ */
+const SAMPLING_FIELDS = {
   temperature: opt(num()),
   top_p: opt(num()),
   top_k: opt(int()),
@@ -70,8 +69,10 @@ export const ChatCompletionRequestSchema = z.looseObject({
   stop: opt(StopSchema),
   stop_token_ids: opt(z.array(int())),
   seed: opt(int()),
-  logprobs: opt(z.boolean()),
-  top_logprobs: opt(int()),
+};
+
+/** Logit bias, streaming and output-shaping fields shared by both OpenAI request bodies. */
+const STREAM_AND_OUTPUT_FIELDS = {
   logit_bias: opt(z.record(z.string(), num())),
   stream: opt(z.boolean()),
   stream_options: opt(StreamOptionsSchema),
@@ -79,6 +80,18 @@ export const ChatCompletionRequestSchema = z.looseObject({
   no_stop_trim: opt(z.boolean()),
   skip_special_tokens: opt(z.boolean()),
   min_tokens: opt(int()),
+};
+
+/** `POST /v1/chat/completions` body (ChatCompletionRequest). */
+export const ChatCompletionRequestSchema = z.looseObject({
+  messages: z.array(ChatMessageSchema),
+  model: z.string().default('default'),
+  max_tokens: opt(int()),
+  max_completion_tokens: opt(int()),
+  ...SAMPLING_FIELDS,
+  logprobs: opt(z.boolean()),
+  top_logprobs: opt(int()),
+  ...STREAM_AND_OUTPUT_FIELDS,
   tools: opt(z.array(ToolSchema)),
   tool_choice: opt(z.union([z.enum(['none', 'auto', 'required']), z.looseObject({ type: z.string(), function: z.looseObject({ name: z.string() }) })])),
   parallel_tool_calls: opt(z.boolean()),
@@ -98,26 +111,10 @@ export const CompletionRequestSchema = z.looseObject({
   model: z.string().default('default'),
   prompt: z.union([z.string(), z.array(z.string()), z.array(int()), z.array(z.array(int()))]),
   max_tokens: int().nullish().default(16),
-  temperature: opt(num()),
-  top_p: opt(num()),
-  top_k: opt(int()),
-  min_p: opt(num()),
-  repetition_penalty: opt(num()),
-  frequency_penalty: opt(num()),
-  presence_penalty: opt(num()),
-  n: opt(int()),
-  stop: opt(StopSchema),
-  stop_token_ids: opt(z.array(int())),
-  seed: opt(int()),
+  ...SAMPLING_FIELDS,
   logprobs: opt(int()),
   echo: opt(z.boolean()),
-  logit_bias: opt(z.record(z.string(), num())),
-  stream: opt(z.boolean()),
-  stream_options: opt(StreamOptionsSchema),
-  ignore_eos: opt(z.boolean()),
-  no_stop_trim: opt(z.boolean()),
-  skip_special_tokens: opt(z.boolean()),
-  min_tokens: opt(int()),
+  ...STREAM_AND_OUTPUT_FIELDS,
   suffix: opt(z.string()),
   rid: opt(z.string()),
   user: opt(z.string()),
