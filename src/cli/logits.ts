@@ -1,13 +1,13 @@
 // `tsglang logits`: the model bring-up tool. Loads a checkpoint, runs a prompt of raw token ids, prints exactly one
 // JSON object on stdout: {"logits": {"<position>": [vocabSize floats]}, "greedy": [ids], "mtp_logits": {"<position>": [...]}}
 // ("greedy" only with --greedy, "mtp_logits" only with --mtp-next-tokens). Logs and the progress bar go to stderr.
-import { parseArgs } from 'node:util';
 import { InvalidRequestError, Logger, TsglangError } from '../common/index.js';
 import { createOps, defaultThreads } from '../kernels/index.js';
 import { SimpleBatchContext } from '../layers/index.js';
 import { KVPool } from '../mem_cache/index.js';
 import { loadModel, mtpLayerOf } from '../models/index.js';
 import type { CausalLM } from '../models/index.js';
+import { parseStrictFlags } from './cli_common.js';
 
 const USAGE = `usage: tsglang logits --model-path DIR --input-ids 3,17,42 [--positions last|all|0,5,9] [--greedy N]
                       [--mtp-next-tokens T0,...,Tn-1] [--json-model-override-args JSON] [--threads T]
@@ -42,25 +42,15 @@ export interface LogitsArgs {
  * @throws InvalidRequestError naming the flag for a missing or malformed value
  */
 export function parseLogitsArgs(argv: string[]): LogitsArgs {
-  let values: Record<string, string | boolean | undefined>;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        'model-path': { type: 'string' },
-        'input-ids': { type: 'string' },
-        positions: { type: 'string', default: 'last' },
-        greedy: { type: 'string' },
-        'json-model-override-args': { type: 'string' },
-        'mtp-next-tokens': { type: 'string' },
-        threads: { type: 'string' },
-      },
-      strict: true,
-      allowPositionals: false,
-    }));
-  } catch (err) {
-    throw new InvalidRequestError((err as Error).message);
-  }
+  const values = parseStrictFlags(argv, {
+    'model-path': { type: 'string' },
+    'input-ids': { type: 'string' },
+    positions: { type: 'string', default: 'last' },
+    greedy: { type: 'string' },
+    'json-model-override-args': { type: 'string' },
+    'mtp-next-tokens': { type: 'string' },
+    threads: { type: 'string' },
+  });
   const modelPath = values['model-path'];
   if (typeof modelPath !== 'string' || modelPath === '') throw new InvalidRequestError('--model-path is required', 'model-path');
   const idsText = values['input-ids'];

@@ -2,13 +2,13 @@
 // [--json-model-override-args JSON]`: writes a deterministic tiny random checkpoint (config.json + FP8 safetensors
 // shards + index) of a registered architecture. Tokenizer files and the chat template are added by the tokenizer
 // step below (owned by the HTTP-edge work, D2).
-import { parseArgs } from 'node:util';
 import { InvalidRequestError, Logger, TsglangError } from '../common/index.js';
 import { parseOverrideArgs } from '../config/index.js';
 import { writeTinyCheckpoint } from '../executor/index.js';
 import type { TinyCheckpoint } from '../executor/index.js';
 import { MODEL_DEFINITIONS } from '../models/index.js';
 import { tinyTokenizerFamily, tinyTokenizerSpec, writeTinyTokenizer } from '../tokenizer/index.js';
+import { parseStrictFlags } from './cli_common.js';
 
 const USAGE = `usage: tsglang make-tiny --arch ARCH --out DIR [--seed S] [--preset tiny] [--num-shards N]
                          [--json-model-override-args JSON]
@@ -36,24 +36,14 @@ export interface MakeTinyArgs {
  * @throws InvalidRequestError naming the flag
  */
 export function parseMakeTinyArgs(argv: string[]): MakeTinyArgs {
-  let values: Record<string, string | boolean | undefined>;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        arch: { type: 'string' },
-        out: { type: 'string' },
-        seed: { type: 'string', default: '0' },
-        preset: { type: 'string', default: 'tiny' },
-        'num-shards': { type: 'string', default: '2' },
-        'json-model-override-args': { type: 'string' },
-      },
-      strict: true,
-      allowPositionals: false,
-    }));
-  } catch (err) {
-    throw new InvalidRequestError((err as Error).message);
-  }
+  const values = parseStrictFlags(argv, {
+    arch: { type: 'string' },
+    out: { type: 'string' },
+    seed: { type: 'string', default: '0' },
+    preset: { type: 'string', default: 'tiny' },
+    'num-shards': { type: 'string', default: '2' },
+    'json-model-override-args': { type: 'string' },
+  });
   if (typeof values.arch !== 'string') throw new InvalidRequestError('--arch is required', 'arch');
   if (typeof values.out !== 'string' || values.out === '') throw new InvalidRequestError('--out is required', 'out');
   const int = (flag: string, min: number): number => {

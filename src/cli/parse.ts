@@ -2,8 +2,7 @@
 // and prints {"content", "reasoning_content", "tool_calls": [{"name", "arguments"}]} on stdout. With --chunks the
 // output is fed as those streamed pieces and the deltas are aggregated; otherwise it is parsed in one piece.
 import { readFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
-import { InvalidRequestError, TsglangError } from '../common/index.js';
+import { InvalidRequestError } from '../common/index.js';
 import {
   ChatOutputProcessor,
   aggregateChatDeltas,
@@ -12,6 +11,7 @@ import {
   parseChatOutput,
 } from '../parsers/index.js';
 import type { ChatParseOptions, ParsedChatOutput } from '../parsers/index.js';
+import { HELP_REQUESTED, parseStrictFlags, runStdioCommand } from './cli_common.js';
 
 const USAGE = `usage: tsglang parse [--reasoning-parser R] [--tool-call-parser P] [--request request.json]
                      [--chunks chunks.json] < model_output.txt
@@ -37,24 +37,14 @@ export interface ParseArgs {
  * @throws InvalidRequestError naming the flag for an unknown parser or flag
  */
 export function parseParseArgs(argv: string[]): ParseArgs {
-  let values: Record<string, string | boolean | undefined>;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        'reasoning-parser': { type: 'string' },
-        'tool-call-parser': { type: 'string' },
-        request: { type: 'string' },
-        chunks: { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-      allowPositionals: false,
-    }));
-  } catch (err) {
-    throw new InvalidRequestError((err as Error).message);
-  }
-  if (values.help) throw new InvalidRequestError('help');
+  const values = parseStrictFlags(argv, {
+    'reasoning-parser': { type: 'string' },
+    'tool-call-parser': { type: 'string' },
+    request: { type: 'string' },
+    chunks: { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+  });
+  if (values.help) throw new InvalidRequestError(HELP_REQUESTED);
   const str = (k: string): string | null => (typeof values[k] === 'string' ? (values[k] as string) : null);
   const args = { reasoningParser: str('reasoning-parser'), toolCallParser: str('tool-call-parser'), requestPath: str('request'), chunksPath: str('chunks') };
   if (args.reasoningParser !== null) assertReasoningParserName(args.reasoningParser);
@@ -100,41 +90,29 @@ export function parseModelOutput(args: ParseArgs, output: string, request: Recor
 
 /** CLI entry: exit 0 on success, 1 on an input error, 2 on a usage error. */
 export async function run(argv: string[]): Promise<number> {
-  let args: ParseArgs;
-  try {
-    args = parseParseArgs(argv);
-  } catch (err) {
-    if ((err as Error).message !== 'help') process.stderr.write(`tsglang parse: ${(err as Error).message}\n\n`);
-    process.stderr.write(USAGE);
-    return (err as Error).message === 'help' ? 0 : 2;
+  return runStdioCommand({ name: 'parse', usage: USAGE, parse: parseParseArgs, execute: parseStdin }, argv);
+}
+
+/** Reads the model output from stdin and the --request / --chunks files, parses, prints the JSON line. */
+function parseStdin(args: ParseArgs): void {
+  const output = new TextDecoder('utf-8', { ignoreBOM: true }).decode(readFileSync(0));
+  let request: Record<string, unknown> | null = null;
+  if (args.requestPath !== null) {
+    const r = readJsonFile(args.requestPath, '--request');
+    if (r === null || typeof r !== 'object' || Array.isArray(r)) throw new InvalidRequestError('--request: the file must hold a JSON object', 'request');
+    request = r as Record<string, unknown>;
   }
-  try {
-    const output = new TextDecoder('utf-8', { ignoreBOM: true }).decode(readFileSync(0));
-    let request: Record<string, unknown> | null = null;
-    if (args.requestPath !== null) {
-      const r = readJsonFile(args.requestPath, '--request');
-      if (r === null || typeof r !== 'object' || Array.isArray(r)) throw new InvalidRequestError('--request: the file must hold a JSON object', 'request');
-      request = r as Record<string, unknown>;
-    }
-    let chunks: string[] | null = null;
-    if (args.chunksPath !== null) {
-      const c = readJsonFile(args.chunksPath, '--chunks');
-      if (!Array.isArray(c) || !c.every((x) => typeof x === 'string')) throw new InvalidRequestError('--chunks: the file must hold a JSON array of strings', 'chunks');
-      chunks = c as string[];
-    }
-    const result = parseModelOutput(args, output, request, chunks);
-    const printed = {
-      content: result.content,
-      reasoning_content: result.reasoningContent,
-      tool_calls: result.toolCalls.map((t) => ({ name: t.name, arguments: t.arguments })),
-    };
-    process.stdout.write(JSON.stringify(printed) + '\n');
-    return 0;
-  } catch (err) {
-    if (err instanceof TsglangError) {
-      process.stderr.write(`tsglang parse: ${err.message}\n`);
-      return 1;
-    }
-    throw err;
+  let chunks: string[] | null = null;
+  if (args.chunksPath !== null) {
+    const c = readJsonFile(args.chunksPath, '--chunks');
+    if (!Array.isArray(c) || !c.every((x) => typeof x === 'string')) throw new InvalidRequestError('--chunks: the file must hold a JSON array of strings', 'chunks');
+    chunks = c as string[];
   }
+  const result = parseModelOutput(args, output, request, chunks);
+  const printed = {
+    content: result.content,
+    reasoning_content: result.reasoningContent,
+    tool_calls: result.toolCalls.map((t) => ({ name: t.name, arguments: t.arguments })),
+  };
+  process.stdout.write(JSON.stringify(printed) + '\n');
 }

@@ -2,10 +2,10 @@
 // for a model directory (the model's chat template, `--chat-template FILE`, or the DeepSeek-V3.2 encoder).
 // Reads the request body from stdin. Errors go to stderr.
 import { readFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
-import { InvalidRequestError, TsglangError } from '../common/index.js';
+import { InvalidRequestError } from '../common/index.js';
 import { assertToolCallParserName } from '../parsers/index.js';
 import { ChatPromptBuilder } from '../tokenizer/index.js';
+import { HELP_REQUESTED, parseStrictFlags, runStdioCommand } from './cli_common.js';
 
 const USAGE = `usage: tsglang render-chat --model-path DIR [--chat-template FILE] [--tool-call-parser P] < request.json
 
@@ -28,24 +28,14 @@ export interface RenderChatArgs {
  * @throws InvalidRequestError naming the flag for a missing or malformed value
  */
 export function parseRenderChatArgs(argv: string[]): RenderChatArgs {
-  let values: Record<string, string | boolean | undefined>;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        'model-path': { type: 'string' },
-        'chat-template': { type: 'string' },
-        'tool-call-parser': { type: 'string' },
-        'reasoning-parser': { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-      allowPositionals: false,
-    }));
-  } catch (err) {
-    throw new InvalidRequestError((err as Error).message);
-  }
-  if (values.help) throw new InvalidRequestError('help');
+  const values = parseStrictFlags(argv, {
+    'model-path': { type: 'string' },
+    'chat-template': { type: 'string' },
+    'tool-call-parser': { type: 'string' },
+    'reasoning-parser': { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+  });
+  if (values.help) throw new InvalidRequestError(HELP_REQUESTED);
   const modelPath = values['model-path'];
   if (typeof modelPath !== 'string') throw new InvalidRequestError('--model-path is required', 'model-path');
   const toolCallParser = typeof values['tool-call-parser'] === 'string' ? values['tool-call-parser'] : null;
@@ -74,23 +64,13 @@ export function renderChat(args: RenderChatArgs, body: string): string {
 
 /** CLI entry: exit 0 on success, 1 on a request/model error, 2 on a usage error. */
 export async function run(argv: string[]): Promise<number> {
-  let args: RenderChatArgs;
-  try {
-    args = parseRenderChatArgs(argv);
-  } catch (err) {
-    if ((err as Error).message !== 'help') process.stderr.write(`tsglang render-chat: ${(err as Error).message}\n\n`);
-    process.stderr.write(USAGE);
-    return (err as Error).message === 'help' ? 0 : 2;
-  }
-  try {
-    const prompt = renderChat(args, readFileSync(0, 'utf8'));
-    process.stdout.write(JSON.stringify(prompt) + '\n');
-    return 0;
-  } catch (err) {
-    if (err instanceof TsglangError) {
-      process.stderr.write(`tsglang render-chat: ${err.message}\n`);
-      return 1;
-    }
-    throw err;
-  }
+  return runStdioCommand(
+    {
+      name: 'render-chat',
+      usage: USAGE,
+      parse: parseRenderChatArgs,
+      execute: (args) => process.stdout.write(JSON.stringify(renderChat(args, readFileSync(0, 'utf8'))) + '\n'),
+    },
+    argv,
+  );
 }
