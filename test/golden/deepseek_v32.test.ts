@@ -4,10 +4,12 @@
 // batched == alone, KV bytes per token, and a generated DeepseekV3ForCausalLM checkpoint.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FIXTURES_DIR } from '../helpers/paths.js';
+import { argmaxAt, maxAbsDiff, readGolden } from '../helpers/golden.js';
+import type { GoldenPrompt } from '../helpers/golden.js';
 import { loadModelConfig, parseModelConfig } from '../../src/config/index.js';
 import { createCpuOps } from '../../src/kernels/index.js';
 import { SimpleBatchContext } from '../../src/layers/index.js';
@@ -24,24 +26,11 @@ import { Rng } from '../../src/common/index.js';
 const DIR = join(FIXTURES_DIR, 'tiny-deepseek-v32');
 const TOL = 2e-3;
 
-interface GoldenPrompt {
-  name: string;
-  length: number;
-  tokens: number[];
-  logits_last: number[];
-  logits_at: { position: number; logits: number[] }[];
-  argmax_at: Record<string, number>;
-  hidden_last: number[];
-  greedy: { num_tokens: number; tokens: number[] };
-  debug_last_position: Record<string, number[]>;
+interface DeepseekGoldenPrompt extends GoldenPrompt {
   mtp: { next_tokens: number[]; logits_at: { position: number; next_token: number; logits: number[] }[]; argmax: number[] };
 }
-interface Golden {
-  prompts: GoldenPrompt[];
-  weight_checks: { tensor: string; index: [number, number]; stored_dtype: string; dequantized: number; raw_bf16_bits?: number }[];
-}
 
-const golden = JSON.parse(readFileSync(join(DIR, 'golden.json'), 'utf8')) as Golden;
+const golden = readGolden<DeepseekGoldenPrompt>(DIR);
 const ops = createCpuOps();
 const config = loadModelConfig(DIR);
 const weights: WeightStore = (() => {
@@ -55,19 +44,6 @@ const weights: WeightStore = (() => {
 const model = createDeepseekModel(config, weights, { ops });
 const V = config.vocabSize;
 const H = config.hiddenSize;
-
-function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  assert.equal(a.length, b.length);
-  let m = 0;
-  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i] - b[i]));
-  return m;
-}
-
-function argmax(x: Float32Array, off: number, n: number): number {
-  let b = 0;
-  for (let i = 1; i < n; i++) if (x[off + i] > x[off + b]) b = i;
-  return b;
-}
 
 function newContext(m: DeepseekV32ForCausalLM, maxReqs = 4, maxSeqLen = 256, allocate?: (n: number) => Int32Array): SimpleBatchContext {
   return new SimpleBatchContext(new KVPool(m.kvPoolLayout(), maxReqs * maxSeqLen + 1), maxReqs, maxSeqLen, allocate);
@@ -103,7 +79,7 @@ for (const p of golden.prompts) {
     let errMain = errLast;
     for (const la of p.logits_at) errMain = Math.max(errMain, maxAbsDiff(out.logits.subarray(la.position * V, (la.position + 1) * V), la.logits));
     assert.ok(errMain <= TOL, `${p.name}: max |logits − golden| = ${errMain}`);
-    for (const [pos, id] of Object.entries(p.argmax_at)) assert.equal(argmax(out.logits, Number(pos) * V, V), id, `argmax at ${pos}`);
+    for (const [pos, id] of Object.entries(p.argmax_at)) assert.equal(argmaxAt(out.logits, Number(pos) * V, V), id, `argmax at ${pos}`);
     assert.ok(maxAbsDiff(out.hiddenStates!.subarray((p.length - 1) * H, p.length * H), p.hidden_last) <= 1e-4, 'hidden_last');
     // discrete decisions of the last position
     for (const [key, expected] of Object.entries(p.debug_last_position)) {
@@ -125,12 +101,12 @@ for (const p of golden.prompts) {
     let errMtp = 0;
     for (const la of p.mtp.logits_at) errMtp = Math.max(errMtp, maxAbsDiff(mout.logits.subarray(la.position * V, (la.position + 1) * V), la.logits));
     assert.ok(errMtp <= TOL, `${p.name}: max |MTP logits − golden| = ${errMtp}`);
-    assert.deepEqual(p.mtp.argmax.map((_, t) => argmax(mout.logits, t * V, V)), p.mtp.argmax, 'MTP argmax');
+    assert.deepEqual(p.mtp.argmax.map((_, t) => argmaxAt(mout.logits, t * V, V)), p.mtp.argmax, 'MTP argmax');
     // greedy: prefill logits → token, then KV-cache decode
-    const greedy: number[] = [argmax(out.logits, (p.length - 1) * V, V)];
+    const greedy: number[] = [argmaxAt(out.logits, (p.length - 1) * V, V)];
     while (greedy.length < p.greedy.num_tokens) {
       const step = model.forward(ctx.makeBatch([{ req, inputIds: [greedy[greedy.length - 1]] }]));
-      greedy.push(argmax(step.logits, 0, V));
+      greedy.push(argmaxAt(step.logits, 0, V));
     }
     assert.deepEqual(greedy, p.greedy.tokens, 'greedy tokens');
     results.push(`${p.name}: main ${errMain.toExponential(2)}, mtp ${errMtp.toExponential(2)}`);

@@ -3,7 +3,6 @@
 // == decode and batch invariance on the same checkpoint.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Rng } from '../../src/common/index.js';
 import { createCpuOps } from '../../src/kernels/index.js';
@@ -12,50 +11,16 @@ import type { ForwardOutput } from '../../src/layers/index.js';
 import { KVPool } from '../../src/mem_cache/index.js';
 import { loadModelConfig } from '../../src/config/index.js';
 import { Checkpoint, loadModel, loadWeights } from '../../src/models/index.js';
+import { argmaxAt, maxAbsDiff, readGolden } from '../helpers/golden.js';
 import { FIXTURES_DIR } from '../helpers/paths.js';
 
 const DIR = join(FIXTURES_DIR, 'tiny-minimax-m2');
 
-interface GoldenPrompt {
-  name: string;
-  length: number;
-  tokens: number[];
-  logits_last: number[];
-  logits_at: { position: number; logits: number[] }[];
-  argmax_at: Record<string, number>;
-  hidden_last: number[];
-  greedy: { num_tokens: number; tokens: number[] };
-  debug_last_position: Record<string, number[]>;
-}
-interface WeightCheck {
-  tensor: string;
-  index: number[];
-  stored_dtype: string;
-  dequantized: number;
-  raw_bf16_bits?: number;
-}
-const golden = JSON.parse(readFileSync(join(DIR, 'golden.json'), 'utf8')) as {
-  recommended_tolerances_float32: { logits_max_abs: number };
-  prompts: GoldenPrompt[];
-  weight_checks: WeightCheck[];
-};
-const TOL = golden.recommended_tolerances_float32.logits_max_abs;
+const golden = readGolden(DIR);
+const TOL = golden.recommended_tolerances_float32!.logits_max_abs;
 const ops = createCpuOps();
 const { model, config } = loadModel(DIR, { ops, progress: false });
 const V = config.vocabSize;
-
-function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  assert.equal(a.length, b.length);
-  let m = 0;
-  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i] - b[i]));
-  return m;
-}
-
-function argmax(a: ArrayLike<number>): number {
-  let best = 0;
-  for (let i = 1; i < a.length; i++) if (a[i] > a[best]) best = i;
-  return best;
-}
 
 function newContext(maxReqs: number, maxLen: number, allocate?: (n: number) => Int32Array): SimpleBatchContext {
   const pool = new KVPool(model.kvPoolLayout(), maxReqs * maxLen + 1);
@@ -85,7 +50,7 @@ for (const p of golden.prompts) {
       const err = maxAbsDiff(row(at.position), at.logits);
       assert.ok(err <= TOL, `logits_at ${at.position}: max err ${err}`);
     }
-    for (const [pos, id] of Object.entries(p.argmax_at)) assert.equal(argmax(row(Number(pos))), id, `argmax at ${pos}`);
+    for (const [pos, id] of Object.entries(p.argmax_at)) assert.equal(argmaxAt(row(Number(pos))), id, `argmax at ${pos}`);
     const hidden = out.hiddenStates!.subarray((p.length - 1) * config.hiddenSize, p.length * config.hiddenSize);
     assert.ok(maxAbsDiff(hidden, p.hidden_last) <= TOL, 'hidden_last');
   });
@@ -105,7 +70,7 @@ for (const p of golden.prompts) {
     let logits = model.forward(ctx.makeBatch([{ req, inputIds: p.tokens }])).logits;
     const tokens: number[] = [];
     for (let i = 0; i < p.greedy.num_tokens; i++) {
-      tokens.push(argmax(logits));
+      tokens.push(argmaxAt(logits));
       if (i + 1 < p.greedy.num_tokens) logits = model.forward(ctx.makeBatch([{ req, inputIds: [tokens[i]] }])).logits;
     }
     assert.deepEqual(tokens, p.greedy.tokens);
