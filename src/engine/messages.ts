@@ -1,7 +1,7 @@
 // Messages between the Engine (main thread) and the EngineCore (worker thread or in-process). Plain,
 // structured-clonable data discriminated by `type`; no class instances cross the boundary.
 import type { ReqTokenOutput, TokenizedReq } from '../scheduler/index.js';
-import type { EngineInfo, EngineLoad, FinishReason } from './types.js';
+import type { EngineInfo, EngineLoad } from './types.js';
 
 /** Detokenizer options of one request (from its sampling params). */
 export interface DetokOptions {
@@ -19,20 +19,13 @@ export type ToCoreMsg =
   | { readonly type: 'load'; readonly id: number }
   | { readonly type: 'shutdown' };
 
-/** One emission of one internal request (deltas since its previous emission). */
-export interface CoreOutput {
-  readonly rid: string;
+/**
+ * One emission of one internal request (deltas since its previous emission): the scheduler's ReqTokenOutput
+ * (counts, finish reason, logprobs) with its new ids as `outputIds` and their detokenized `text`.
+ */
+export interface CoreOutput extends Omit<ReqTokenOutput, 'newIds'> {
   readonly text: string;
   readonly outputIds: number[];
-  readonly finishReason: FinishReason | null;
-  readonly promptTokens: number;
-  readonly completionTokens: number;
-  readonly cachedTokens: number;
-  readonly numRetractions: number;
-  readonly outputTokenLogprobs?: [number, number][];
-  readonly outputTopLogprobs?: [number, number][][];
-  readonly inputTokenLogprobs?: ReqTokenOutput['inputTokenLogprobs'];
-  readonly inputTopLogprobs?: ReqTokenOutput['inputTopLogprobs'];
 }
 
 /** Core → main. */

@@ -5,7 +5,7 @@
 //          ──TokenizedReq──▶ scheduler + model + detokenizer (worker thread, or in-process for tests)
 //          ◀──GenerateOutput (AsyncIterable, one per emission)── Engine
 import type { SamplingParamsInput } from '../sampling/index.js';
-import type { SchedulePolicy } from '../scheduler/index.js';
+import type { FinishReasonData, SchedulePolicy } from '../scheduler/index.js';
 
 export type { SamplingParamsInput, SchedulePolicy };
 
@@ -16,10 +16,7 @@ export type { SamplingParamsInput, SchedulePolicy };
  * - length: `length` = max_new_tokens reached.
  * - abort: client abort, shutdown, or a scheduler-side rejection (`statusCode` 400/500/503).
  */
-export type FinishReason =
-  | { readonly type: 'stop'; readonly matched: number | string }
-  | { readonly type: 'length'; readonly length: number }
-  | { readonly type: 'abort'; readonly message: string; readonly statusCode?: number; readonly errType?: string };
+export type FinishReason = FinishReasonData;
 
 /** One generation request as the server hands it to the engine. Exactly one of `text` / `inputIds`. */
 export interface GenerateRequest {
