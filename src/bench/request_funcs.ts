@@ -313,6 +313,38 @@ function openAiDefaults(payload: Record<string, unknown>, input: RequestFuncInpu
 }
 
 /**
+ * The part both OpenAI backends share: SGLang's payload defaults (`openAiDefaults`), the event parse and the
+ * running text / output length. `textOf` returns the text an event adds ('' for none; it may call
+ * `timing.recordChunk`), or null to skip the event entirely (its `usage` is then not read either).
+ */
+function requestOpenAi(
+  input: RequestFuncInput,
+  settings: RequestSettings,
+  payload: Record<string, unknown>,
+  textOf: (event: CompletionEvent, ts: number, timing: RequestTiming) => string | null,
+): Promise<RequestFuncOutput> {
+  openAiDefaults(payload, input, settings);
+  let generated = '';
+  let outputLen = input.outputLen;
+  return timedRequest(
+    input,
+    settings,
+    payload,
+    (data, ts, timing) => {
+      const event = JSON.parse(data) as CompletionEvent;
+      const text = textOf(event, ts, timing);
+      if (text === null) return;
+      generated += text;
+      outputLen = event.usage?.completion_tokens ?? outputLen;
+    },
+    (output) => {
+      output.generatedText = generated;
+      output.outputLen = outputLen;
+    },
+  );
+}
+
+/**
  * OpenAI `/v1/completions`: one ITL entry per non-empty text chunk; output length from `usage` when a text
  * chunk carries it, else the requested count.
  */
@@ -324,26 +356,12 @@ export const requestOpenAiCompletions: RequestFunc = (input, settings) => {
     max_tokens: input.outputLen,
     stream: !settings.disableStream,
   };
-  openAiDefaults(payload, input, settings);
-  let generated = '';
-  let outputLen = input.outputLen;
-  return timedRequest(
-    input,
-    settings,
-    payload,
-    (data, ts, timing) => {
-      const event = JSON.parse(data) as CompletionEvent;
-      const text = event.choices?.[0]?.text;
-      if (!text) return;
-      timing.recordChunk(text, ts);
-      generated += text;
-      outputLen = event.usage?.completion_tokens ?? outputLen;
-    },
-    (output) => {
-      output.generatedText = generated;
-      output.outputLen = outputLen;
-    },
-  );
+  return requestOpenAi(input, settings, payload, (event, ts, timing) => {
+    const text = event.choices?.[0]?.text;
+    if (!text) return null;
+    timing.recordChunk(text, ts);
+    return text;
+  });
 };
 
 /**
@@ -360,30 +378,14 @@ export const requestOpenAiChatCompletions: RequestFunc = (input, settings) => {
     max_completion_tokens: input.outputLen,
     stream: !settings.disableStream,
   };
-  openAiDefaults(payload, input, settings);
-  let generated = '';
-  let outputLen = input.outputLen;
-  return timedRequest(
-    input,
-    settings,
-    payload,
-    (data, ts, timing) => {
-      const event = JSON.parse(data) as CompletionEvent;
-      if (settings.disableStream) {
-        generated = event.choices?.[0]?.message?.content ?? '';
-        timing.output.ttft = ts - timing.st;
-      } else {
-        const content = event.choices?.[0]?.delta?.content ?? '';
-        if (content) {
-          timing.recordChunk(content, ts);
-          generated += content;
-        }
-      }
-      outputLen = event.usage?.completion_tokens ?? outputLen;
-    },
-    (output) => {
-      output.generatedText = generated;
-      output.outputLen = outputLen;
-    },
-  );
+  return requestOpenAi(input, settings, payload, (event, ts, timing) => {
+    if (settings.disableStream) {
+      // The one whole-body event: its message is the whole text.
+      timing.output.ttft = ts - timing.st;
+      return event.choices?.[0]?.message?.content ?? '';
+    }
+    const content = event.choices?.[0]?.delta?.content ?? '';
+    if (content) timing.recordChunk(content, ts);
+    return content;
+  });
 };
