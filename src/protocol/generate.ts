@@ -1,12 +1,7 @@
 // Native `/generate` wire types (python/sglang/srt/managers/io_struct.py GenerateReqInput, sampling_params.py):
 // request schema (snake_case, unknown fields ignored) and the response shape with `meta_info`.
 import { z } from 'zod';
-
-const num = () =>
-  z.preprocess((v) => (typeof v === 'string' && v.trim() !== '' && Number.isFinite(Number(v)) ? Number(v) : v), z.number());
-const int = () =>
-  z.preprocess((v) => (typeof v === 'string' && /^\s*[+-]?\d+\s*$/.test(v) ? Number(v) : v), z.number().int());
-const opt = <T extends z.ZodType>(t: T) => t.nullish();
+import { int, num, opt } from './lenient.js';
 
 /** `sampling_params` of the native API (snake_case). Grammar fields are parsed so the server can refuse them. */
 export const WireSamplingParamsSchema = z.looseObject({

@@ -3,14 +3,7 @@
 // Owns the wire format only; the server converts these into camelCase engine types.
 import { z } from 'zod';
 import { InvalidRequestError } from '../common/index.js';
-
-/** A number that also accepts a numeric string, as pydantic's lax mode does ("0.5" → 0.5). */
-const num = () =>
-  z.preprocess((v) => (typeof v === 'string' && v.trim() !== '' && Number.isFinite(Number(v)) ? Number(v) : v), z.number());
-/** An integer with the same leniency. */
-const int = () =>
-  z.preprocess((v) => (typeof v === 'string' && /^\s*[+-]?\d+\s*$/.test(v) ? Number(v) : v), z.number().int());
-const opt = <T extends z.ZodType>(t: T) => t.nullish();
+import { int, num, opt } from './lenient.js';
 
 /** `stop`: a string or a list of strings. */
 export const StopSchema = z.union([z.string(), z.array(z.string())]);
