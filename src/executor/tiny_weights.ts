@@ -20,6 +20,12 @@ export interface TinyWeightsOptions {
    * the same weights then load bit-identically whether stored as FP8, BF16 or F32 (tests).
    */
   readonly pow2Scales?: boolean;
+  /**
+   * Edits a tensor's freshly initialized values in place, before FP8 quantization and storage (e.g. the embedded
+   * default model's EOS shaping, cli/embedded_model.ts). Called once per spec.
+   * @param values [...spec.shape] f32, row-major
+   */
+  readonly adjustValues?: (spec: TensorSpec, values: Float32Array) => void;
 }
 
 /** Options of writeTinyCheckpoint. */
@@ -65,6 +71,7 @@ export function generateTinyTensors(specs: readonly TensorSpec[], config: ModelC
         case 'router_bias': values[i] = 0.05 * g; break;
       }
     }
+    options.adjustValues?.(spec, values);
     let fp8: { codes: Uint8Array; scale: Float32Array; scaleShape: [number, number] } | null = null;
     if (spec.storedAs === 'fp8') {
       fp8 = quantizeFp8Block(values, spec.shape[0], spec.shape[1], block, options.pow2Scales ?? false);

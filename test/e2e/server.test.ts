@@ -15,7 +15,7 @@ import { iterateSseData } from '../../src/protocol/index.js';
 
 // A stable HOME so the embedded model is generated once per machine, not once per run (content is deterministic).
 const HOME = join(tmpdir(), 'tsglang-e2e-home');
-const MODEL_DIR = join(HOME, '.cache', 'tsglang', 'tiny-minimax-m2-v1');
+const MODEL_DIR = join(HOME, '.cache', 'tsglang', 'tiny-minimax-m2-v2');
 const API_KEY = 'sk-e2e';
 const CONTEXT_LEN = 4096;
 
