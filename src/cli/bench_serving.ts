@@ -25,7 +25,9 @@ import {
  * tokens, the base vocabulary (ids below the first trailing run of special added tokens), and the chat prompt
  * the server would build (tokenizer/chat_template.ts: the model's Jinja template or the DeepSeek-V3.2 encoder).
  * @param tok a loaded tokenizer
- * @param dir its directory (for the chat prompt builder)
+ * @param dir its directory (for the chat prompt builder; a directory it cannot read means no chat template)
+ * @returns the adapter; its `applyChatTemplate` throws UnsupportedFeatureError when the directory has no chat
+ *   template (and is not DeepSeek-V3.2)
  */
 export function benchTokenizerOf(tok: Tokenizer, dir: string): BenchTokenizer {
   let base = tok.vocabSize;
@@ -78,7 +80,11 @@ export function resolveTokenizerDir(src: TokenizerSources): string {
   );
 }
 
-/** Authorization from OPENAI_API_KEY (Bearer) or API_KEY (raw), then `--header KEY=VALUE` pairs. */
+/**
+ * Authorization from OPENAI_API_KEY (Bearer) or API_KEY (raw), then `--header KEY=VALUE` pairs (later pairs
+ * win; key and value trimmed). Source: python/sglang/bench_serving.py (headers of the request functions).
+ * @throws InvalidRequestError (param `header`) for a pair without `=` or starting with `=`
+ */
 export function requestHeaders(env: NodeJS.ProcessEnv, pairs: readonly string[] | null): Record<string, string> {
   const headers: Record<string, string> = {};
   if (env.OPENAI_API_KEY) headers.Authorization = `Bearer ${env.OPENAI_API_KEY}`;

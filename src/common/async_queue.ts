@@ -43,6 +43,7 @@ export class AsyncQueue<T> implements AsyncIterable<T> {
     this.wake();
   }
 
+  /** True after `close()` or `fail()`: nothing more will be pushed (items already queued can still be read). */
   get isClosed(): boolean {
     return this.closed;
   }

@@ -23,9 +23,13 @@ export class Logger {
     return LEVEL_ORDER[level] >= LEVEL_ORDER[this.minLevel];
   }
 
+  /** Writes `msg` at debug level (dropped unless the logger's level is debug). */
   debug(msg: string): void { this.log('debug', msg); }
+  /** Writes `msg` at info level. */
   info(msg: string): void { this.log('info', msg); }
+  /** Writes `msg` at warning level (SGLang's name for the level, not `warn`). */
   warning(msg: string): void { this.log('warning', msg); }
+  /** Writes `msg` at error level (printed at every level). */
   error(msg: string): void { this.log('error', msg); }
 
   private log(level: LogLevel, msg: string): void {

@@ -27,6 +27,8 @@ export function strides(shape: readonly number[]): number[] {
 
 /**
  * Wraps `data` as a tensor of `shape`, without copying.
+ * @param data [numel(shape)] f32, row-major (the tensor is a view: writes through it change `data`)
+ * @param shape dimension sizes, outermost first
  * @throws InternalError if data.length differs from numel(shape)
  */
 export function tensor(data: Float32Array, shape: readonly number[]): Tensor {

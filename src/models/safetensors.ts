@@ -232,6 +232,7 @@ export class Checkpoint {
     return [...this.where.keys()];
   }
 
+  /** True if any shard of the checkpoint holds a tensor of this name. */
   has(name: string): boolean {
     return this.where.has(name);
   }

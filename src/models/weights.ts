@@ -46,6 +46,7 @@ export class WeightStore {
     this.map.set(name, w);
   }
 
+  /** True if a weight of this name was loaded or set. */
   has(name: string): boolean {
     return this.map.has(name);
   }
@@ -75,6 +76,7 @@ export class WeightStore {
     return [...this.map.keys()];
   }
 
+  /** Number of weights held. */
   get size(): number {
     return this.map.size;
   }

@@ -29,6 +29,7 @@ export const WireSamplingParamsSchema = z.looseObject({
   structural_tag: opt(z.string()),
   stop_regex: opt(z.union([z.string(), z.array(z.string())])),
 });
+/** Parsed native `sampling_params` (snake_case; absent and null fields are `undefined` / `null`). */
 export type WireSamplingParams = z.infer<typeof WireSamplingParamsSchema>;
 
 /** `POST /generate` body. Exactly one of text / input_ids (checked by the server). */
@@ -44,6 +45,7 @@ export const GenerateReqInputSchema = z.looseObject({
   top_logprobs_num: opt(int()),
   return_text_in_logprobs: opt(z.boolean()),
 });
+/** A parsed `POST /generate` body (SGLang's GenerateReqInput, single or batched). */
 export type GenerateReqInput = z.infer<typeof GenerateReqInputSchema>;
 
 /** A logprob entry as `/generate` returns it: [logprob, token_id, text or null]. */

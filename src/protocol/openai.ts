@@ -97,6 +97,7 @@ export const ChatCompletionRequestSchema = z.looseObject({
   rid: opt(z.string()),
   user: opt(z.string()),
 });
+/** A parsed `/v1/chat/completions` body (snake_case as on the wire; unknown fields kept). */
 export type ChatCompletionRequest = z.infer<typeof ChatCompletionRequestSchema>;
 
 /** `POST /v1/completions` body (CompletionRequest). `prompt`: str, list[str], list[int] or list[list[int]]. */
@@ -112,6 +113,7 @@ export const CompletionRequestSchema = z.looseObject({
   rid: opt(z.string()),
   user: opt(z.string()),
 });
+/** A parsed `/v1/completions` body (snake_case as on the wire; unknown fields kept). */
 export type CompletionRequest = z.infer<typeof CompletionRequestSchema>;
 
 /**

