@@ -58,7 +58,7 @@ export class JinjaChatPrompt implements ChatPromptSource {
 
   build(request: Record<string, unknown>): ChatPrompt {
     const messages = request.messages;
-    if (!Array.isArray(messages) || messages.length === 0) throw new InvalidRequestError('messages must be a non-empty list', 'messages');
+    if (!Array.isArray(messages) || messages.length === 0) throw new InvalidRequestError('Messages cannot be empty.');
     const kwargs = (request.chat_template_kwargs as Record<string, unknown> | null | undefined) ?? {};
     const toolChoice = request.tool_choice;
     const tools = toolChoice === 'none' ? undefined : (request.tools as unknown[] | null | undefined) ?? undefined;

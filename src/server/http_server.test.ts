@@ -229,6 +229,35 @@ test('bad requests → SGLang status and error body; server stays healthy', asyn
   assert.equal(ok.status, 200);
 });
 
+test('chat: empty messages → SGLang\'s 400 body "Messages cannot be empty."', async () => {
+  for (const extra of [{}, { tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }] }]) {
+    const res = await post('/v1/chat/completions', { model: 'm', messages: [], ...extra });
+    assert.equal(res.status, 400);
+    assert.deepEqual(await json(res), { object: 'error', message: 'Messages cannot be empty.', type: 'BadRequestError', param: null, code: 400 });
+  }
+});
+
+test('chat: tools offered (tool_choice != "none") → skip_special_tokens false; otherwise the request\'s value', async () => {
+  const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
+  const msgs = [{ role: 'user', content: 'weather?' }];
+  const skipOf = async (body: Record<string, unknown>): Promise<boolean | null | undefined> => {
+    const res = await post('/v1/chat/completions', { messages: msgs, max_tokens: 2, ...body });
+    assert.equal(res.status, 200, JSON.stringify(body));
+    await res.text();
+    return engine.lastRequest?.samplingParams?.skipSpecialTokens;
+  };
+  assert.equal(await skipOf({ tools }), false);
+  assert.equal(await skipOf({ tools, tool_choice: 'auto', skip_special_tokens: true }), false);
+  assert.equal(await skipOf({ tools, tool_choice: 'required' }), false);
+  assert.equal(await skipOf({ tools, tool_choice: { type: 'function', function: { name: 'get_weather' } } }), false);
+  assert.equal(await skipOf({ tools, stream: true }), false);
+  assert.equal(await skipOf({ tools, tool_choice: 'none' }), null);
+  assert.equal(await skipOf({ tools: [] }), null);
+  assert.equal(await skipOf({}), null);
+  assert.equal(await skipOf({ skip_special_tokens: false }), false);
+  assert.equal(await skipOf({ tools, tool_choice: 'none', skip_special_tokens: true }), true);
+});
+
 test('API key: 401 without/with a wrong key; /health and /metrics open', async () => {
   const bad = await fetch(`${base}/v1/models`, { headers: { authorization: 'Bearer wrong' } });
   assert.equal(bad.status, 401);

@@ -63,14 +63,19 @@ export async function handleChatCompletion(deps: ServerDeps, ex: Exchange, body:
   let iter: AsyncIterator<GenerateOutput>;
   let first: IteratorResult<GenerateOutput>;
   try {
-    if (req.messages.length === 0) throw new InvalidRequestError('messages must be a non-empty list', 'messages');
+    // serving_chat.py _validate_request: SGLang's text, 400 BadRequestError, param null
+    if (req.messages.length === 0) throw new InvalidRequestError('Messages cannot be empty.');
     if (req.response_format && req.response_format.type !== 'text') {
       throw new UnsupportedFeatureError(`response_format '${req.response_format.type}' (grammar-constrained decoding) is not supported by tsglang yet`);
     }
     if (!deps.chatPrompt) throw new InvalidRequestError('this model has no chat template; pass --chat-template FILE or use /v1/completions', 'messages');
     const prompt = deps.chatPrompt.build(body as Record<string, unknown>, rawBody);
     const modelDefaults = deps.config.samplingDefaults === 'model' ? deps.engine.info.defaultSamplingParams : null;
-    const samplingParams = openaiSamplingParams(req, req.max_completion_tokens ?? req.max_tokens ?? null, modelDefaults);
+    let samplingParams = openaiSamplingParams(req, req.max_completion_tokens ?? req.max_tokens ?? null, modelDefaults);
+    // serving_chat.py _process_messages: with tools offered (tool_choice != "none") special tokens are kept in the
+    // output text, whatever the request says, so tool-call markers that are special tokens in the real tokenizer
+    // (e.g. DeepSeek's <｜tool▁calls▁begin｜>) reach the tool-call parser.
+    if (req.tools && req.tools.length > 0 && parseReq.toolChoice !== 'none') samplingParams = { ...samplingParams, skipSpecialTokens: false };
     const wantLogprobs = req.logprobs === true;
     if (deps.config.logRequests) deps.logger.info(`Receive: obj=ChatCompletion(rid=${rid}, model=${model}, stream=${req.stream === true}, max_tokens=${samplingParams.maxNewTokens ?? 'None'})`);
     deps.metrics?.onRequestStart();
