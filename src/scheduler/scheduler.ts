@@ -13,12 +13,13 @@
 //   worker threads and reduces, the scheduler is unchanged; DP runs one Scheduler per rank.
 import { assert, InvalidRequestError } from '../common/index.js';
 import type { ForwardMode } from '../layers/index.js';
-import type { ModelRunner, SampleRowRequest, ScoreRowRequest } from '../executor/index.js';
+import type { ModelRunner } from '../executor/index.js';
 import type { MatchResult } from '../mem_cache/index.js';
 import { CacheManager } from './cache_manager.js';
-import { buildForwardBatch, type BatchEntry } from './forward_batch_builder.js';
+import { buildForwardBatch } from './forward_batch_builder.js';
 import type { FinishReasonData, ReqTokenOutput, TokenizedReq } from './io.js';
 import { Req } from './req.js';
+import { lowerScheduleBatch } from './schedule_batch.js';
 import type { ExtendItem, ScheduleBatch } from './schedule_batch.js';
 import { CLIP_MAX_NEW_TOKENS_ESTIMATION, PrefillAdder, sortWaitingQueue, type SchedulePolicy } from './schedule_policy.js';
 
@@ -226,37 +227,7 @@ export class Scheduler {
     });
 
     // Lower to a ForwardBatch.
-    const entries: BatchEntry[] = [];
-    const sample: SampleRowRequest[] = [];
-    const score: ScoreRowRequest[] = [];
-    const sampled: Req[] = [];
-    const scoreOwners: { req: Req; pos: number }[] = [];
-    let numExtendTokens = 0;
-    let logitIdx = 0;
-    for (const it of extends_) {
-      const { req, n } = it;
-      const fill = req.fillIds();
-      const start = req.kvCommittedLen;
-      const completes = start + n === fill.length;
-      const offsets: number[] = [];
-      for (const p of it.scorePositions) {
-        offsets.push(p - start);
-        score.push({ logitIdx: logitIdx++, tokenId: fill[p + 1], topLogprobsNum: req.topLogprobsNum });
-        scoreOwners.push({ req, pos: p });
-      }
-      if (completes && req.maxNewTokens > 0) {
-        offsets.push(n - 1);
-        sample.push({ logitIdx: logitIdx++, info: req.samplingInfo() });
-        sampled.push(req);
-      }
-      entries.push({ reqPoolIdx: req.reqPoolIdx, prefixLen: start, inputIds: fill.slice(start, start + n), outCacheLoc: it.locs, isDecode: false, logitOffsets: offsets });
-      numExtendTokens += n;
-    }
-    decodes.forEach((req, i) => {
-      entries.push({ reqPoolIdx: req.reqPoolIdx, prefixLen: req.kvCommittedLen, inputIds: [req.outputIds[req.outputIds.length - 1]], outCacheLoc: decodeLocs[i], isDecode: true, logitOffsets: [0] });
-      sample.push({ logitIdx: logitIdx++, info: req.samplingInfo() });
-      sampled.push(req);
-    });
+    const { entries, sample, score, sampled, scoreOwners, numExtendTokens } = lowerScheduleBatch(extends_, decodes, decodeLocs);
     const batch = buildForwardBatch(entries, this.mem.reqToTokenPool.reqToToken, this.mem.reqToTokenPool.maxContextLen, this.runner.kvPool);
     const result = this.runner.run(batch, sample, score);
 
