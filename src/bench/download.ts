@@ -1,7 +1,6 @@
 // Fetches a public data file into a local cache (datasets of bench-serving and the evals), with a short
 // connect timeout so offline machines fail fast. Knows nothing of the file's contents.
 import { createWriteStream, existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
-import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';
@@ -16,9 +15,12 @@ export const DATA_URLS = {
   mmluTar: 'https://people.eecs.berkeley.edu/~hendrycks/data.tar',
 } as const;
 
-/** Cache folder of downloaded data: `~/.cache/tsglang/data`. */
-export function dataCacheDir(): string {
-  return join(homedir(), '.cache', 'tsglang', 'data');
+/**
+ * Cache folder of downloaded data: `<cacheDir>/data`.
+ * @param cacheDir tsglang's cache directory (config/ readServerEnv().cacheDir: $TSGLANG_CACHE_DIR or ~/.cache/tsglang)
+ */
+export function dataCacheDir(cacheDir: string): string {
+  return join(cacheDir, 'data');
 }
 
 /**

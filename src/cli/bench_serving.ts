@@ -3,6 +3,7 @@
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import cliProgress from 'cli-progress';
+import { readServerEnv } from '../config/index.js';
 import { TsglangError, UnsupportedFeatureError, InvalidRequestError } from '../common/index.js';
 import { ChatPromptBuilder, loadTokenizer, type Tokenizer } from '../tokenizer/index.js';
 import {
@@ -130,7 +131,7 @@ export async function run(argv: string[]): Promise<number> {
       warn: (line) => process.stderr.write(line + '\n'),
       progress: progressBar,
       // A failed download is reported by the dataset in one line (it falls back to random ids for `random`).
-      fetchShareGpt: () => downloadCached(DATA_URLS.sharegpt, join(dataCacheDir(), 'ShareGPT_V3_unfiltered_cleaned_split.json'), 10_000),
+      fetchShareGpt: () => downloadCached(DATA_URLS.sharegpt, join(dataCacheDir(readServerEnv().cacheDir), 'ShareGPT_V3_unfiltered_cleaned_split.json'), 10_000),
       headers: requestHeaders(process.env, args.header),
       isInCi: ['true', '1'].includes((process.env.SGLANG_IS_IN_CI ?? 'false').toLowerCase()),
       today: new Date(),

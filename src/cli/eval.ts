@@ -6,6 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { appendFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import cliProgress from 'cli-progress';
+import { readServerEnv } from '../config/index.js';
 import { InvalidRequestError, TsglangError } from '../common/index.js';
 import {
   DATA_URLS,
@@ -104,7 +105,7 @@ function bar(total: number): { onDone: () => void; stop: () => void } {
 async function dataFile(path: string | null, url: string, cacheName: string, what: string, flag: string): Promise<string> {
   if (path && existsSync(path)) return path;
   const why: string[] = [];
-  const got = await downloadCached(url, join(dataCacheDir(), cacheName), 10_000, (w) => why.push(w));
+  const got = await downloadCached(url, join(dataCacheDir(readServerEnv().cacheDir), cacheName), 10_000, (w) => why.push(w));
   if (got) return got;
   throw new InvalidRequestError(
     `${what} not found: ${path ? `${path} does not exist and ` : ''}the download from ${url} failed (${why.join('; ')}). Give ${flag} pointing to ${cacheName}.`,
@@ -167,13 +168,13 @@ async function runGsm8kCli(argv: string[]): Promise<number> {
 
 async function mmluDataDir(dir: string): Promise<string> {
   if (existsSync(join(dir, 'test'))) return dir;
-  const cached = join(dataCacheDir(), 'mmlu', 'data');
+  const cached = join(dataCacheDir(readServerEnv().cacheDir), 'mmlu', 'data');
   if (existsSync(join(cached, 'test'))) return cached;
   const why: string[] = [];
-  const tar = await downloadCached(DATA_URLS.mmluTar, join(dataCacheDir(), 'mmlu', 'data.tar'), 10_000, (w) => why.push(w));
+  const tar = await downloadCached(DATA_URLS.mmluTar, join(dataCacheDir(readServerEnv().cacheDir), 'mmlu', 'data.tar'), 10_000, (w) => why.push(w));
   if (tar) {
-    mkdirSync(join(dataCacheDir(), 'mmlu'), { recursive: true });
-    const r = spawnSync('tar', ['-xf', tar, '-C', join(dataCacheDir(), 'mmlu')], { stdio: 'inherit' });
+    mkdirSync(join(dataCacheDir(readServerEnv().cacheDir), 'mmlu'), { recursive: true });
+    const r = spawnSync('tar', ['-xf', tar, '-C', join(dataCacheDir(readServerEnv().cacheDir), 'mmlu')], { stdio: 'inherit' });
     if (r.status === 0 && existsSync(join(cached, 'test'))) return cached;
     why.push('could not untar data.tar');
   }
