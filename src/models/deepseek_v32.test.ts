@@ -1,7 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseModelConfig } from '../config/index.js';
-import { DEEPSEEK_V32_DEFINITION, DEEPSEEK_V3_DEFINITION, deepseekExpectedTensors, deepseekKvPoolLayout, isMoeLayer, parseDeepseekConfig } from './deepseek_v32.js';
+import { DEEPSEEK_V32_DEFINITION, DEEPSEEK_V3_DEFINITION } from './deepseek_v32.js';
+import { deepseekExpectedTensors, deepseekKvPoolLayout, isMoeLayer, parseDeepseekConfig } from './deepseek_v32_config.js';
 
 const tinyV32 = (over: Record<string, unknown> = {}) => parseModelConfig({ ...DEEPSEEK_V32_DEFINITION.tinyConfig('tiny'), ...over }, 'config.json');
 const tinyV3 = (over: Record<string, unknown> = {}) => parseModelConfig({ ...DEEPSEEK_V3_DEFINITION.tinyConfig('tiny'), ...over }, 'config.json');

@@ -6,4 +6,5 @@ export * from './registry.js';
 export * from './loader.js';
 export * from './minimax_m2.js';
 export * from './deepseek_v32.js';
+export * from './deepseek_v32_config.js';
 export * from './scripted.js';
