@@ -9,6 +9,7 @@ export * from './download.js';
 export * from './request_funcs.js';
 export * from './metrics.js';
 export * from './bench_serving.js';
+export * from './bench_serving_args.js';
 export * from './eval_common.js';
 export * from './few_shot_gsm8k.js';
 export * from './mmlu.js';
