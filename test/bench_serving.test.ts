@@ -9,8 +9,9 @@ import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { parseBenchServingArgs, runBenchServing, SYSTEM_CLOCK, type BenchServingEnv, type BenchServingResult, type Clock } from '../src/bench/index.js';
 import { FakeClock, fakeTokenizer, startFakeServer, type FakeServerOptions } from './bench_fake_server.js';
+import { SEEDS_DIR } from './helpers/paths.js';
 
-const SEEDS = join(process.cwd(), '..', 'shared', 'seeds');
+const SEEDS = SEEDS_DIR;
 const SEED_MM = join(SEEDS, '000_0d678bd84b8d555a.txt');
 const SEED_DS = join(SEEDS, '003_b49e757ff547c151.txt');
 

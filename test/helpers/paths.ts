@@ -13,5 +13,8 @@ export const DESIGN_DIR = process.env.TSGLANG_DESIGN ?? resolve(REPO_ROOT, '..',
 /** ../shared/data: test data sets (GSM8K test split). */
 export const DATA_DIR = process.env.TSGLANG_DATA ?? resolve(REPO_ROOT, '..', 'shared', 'data');
 
+/** ../shared/seeds: the task's seed documents (read-only; override with TSGLANG_SEEDS). */
+export const SEEDS_DIR = process.env.TSGLANG_SEEDS ?? resolve(REPO_ROOT, '..', 'shared', 'seeds');
+
 /** The compiled CLI entry, for tests that spawn `tsglang` as a child process. */
 export const TSGLANG_BIN = resolve(REPO_ROOT, 'bin', 'tsglang.js');
