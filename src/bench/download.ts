@@ -1,6 +1,7 @@
 // Fetches a public data file into a local cache (datasets of bench-serving and the evals), with a short
 // connect timeout so offline machines fail fast. Knows nothing of the file's contents.
-import { createWriteStream, existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
+import { createWriteStream, existsSync, renameSync, rmSync } from 'node:fs';
+import { makeDirs } from '../common/index.js';
 import { dirname, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';
@@ -51,7 +52,7 @@ export async function downloadCached(
         onError(`${current}: HTTP ${res.status}`);
         return null;
       }
-      mkdirSync(dirname(dest), { recursive: true });
+      makeDirs(dirname(dest));
       await pipeline(Readable.from(res.body), createWriteStream(tmp));
       renameSync(tmp, dest);
       return dest;

@@ -6,9 +6,9 @@
 // EOS shaping (why): a purely random model never samples EOS (1 token of 128832, with a logit like any other), so a
 // request without max_tokens — the README's first curl — would run until the 4096-token context is full. The
 // embedded default therefore gets weights that make its answers end: see EMBEDDED_EOS_SHAPING below (how).
-import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { InvalidRequestError } from '../common/index.js';
+import { InvalidRequestError, makeDirs } from '../common/index.js';
 import type { Logger } from '../common/index.js';
 import { writeTinyCheckpoint } from '../executor/index.js';
 import type { TinyCheckpointOptions } from '../executor/index.js';
@@ -108,7 +108,7 @@ export function writeTinyModelWithTokenizer(arch: string, dir: string, options: 
 export function ensureEmbeddedModel(cacheDir: string, logger: Logger): string {
   const target = join(cacheDir, EMBEDDED_MODEL_NAME);
   if (existsSync(join(target, 'config.json'))) return target;
-  mkdirSync(cacheDir, { recursive: true });
+  makeDirs(cacheDir);
   const tmp = mkdtempSync(join(cacheDir, `.${EMBEDDED_MODEL_NAME}.tmp-`));
   logger.info(`Generating the embedded tiny MiniMax-M2 model (random weights, DeepSeek-V3 BPE tokenizer + MiniMax tokens) into ${target}`);
   try {

@@ -3,11 +3,11 @@
 // flags and printed lines. Resolves data files (local, else a short-timeout download, else a clear error),
 // the server root and the model; the evals themselves live in bench/.
 import { spawnSync } from 'node:child_process';
-import { appendFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import cliProgress from 'cli-progress';
 import { readServerEnv } from '../config/index.js';
-import { InvalidRequestError, TsglangError } from '../common/index.js';
+import { InvalidRequestError, TsglangError, makeDirs } from '../common/index.js';
 import {
   DATA_URLS,
   SYSTEM_CLOCK,
@@ -173,7 +173,7 @@ async function mmluDataDir(dir: string): Promise<string> {
   const why: string[] = [];
   const tar = await downloadCached(DATA_URLS.mmluTar, join(dataCacheDir(readServerEnv().cacheDir), 'mmlu', 'data.tar'), 10_000, (w) => why.push(w));
   if (tar) {
-    mkdirSync(join(dataCacheDir(readServerEnv().cacheDir), 'mmlu'), { recursive: true });
+    makeDirs(join(dataCacheDir(readServerEnv().cacheDir), 'mmlu'));
     const r = spawnSync('tar', ['-xf', tar, '-C', join(dataCacheDir(readServerEnv().cacheDir), 'mmlu')], { stdio: 'inherit' });
     if (r.status === 0 && existsSync(join(cached, 'test'))) return cached;
     why.push('could not untar data.tar');

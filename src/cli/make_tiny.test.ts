@@ -1,8 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { createCpuOps } from '../kernels/index.js';
 import { loadModel } from '../models/index.js';
 import { parseMakeTinyArgs, run } from './make_tiny.js';
@@ -30,4 +31,26 @@ test('parseMakeTinyArgs: defaults and flag errors', () => {
   assert.throws(() => parseMakeTinyArgs(['--out', 'x']), /--arch is required/);
   assert.throws(() => parseMakeTinyArgs(['--arch', 'a', '--out', 'x', '--num-shards', '0']), /--num-shards must be an integer >= 1/);
   assert.throws(() => parseMakeTinyArgs(['--arch', 'a', '--out', 'x', '--json-model-override-args', '[]']), /must be a JSON object/);
+});
+
+test('make-tiny on an uncreatable --out prints one error line naming the path and exits 1', { timeout: 120_000 }, () => {
+  const dir = mkdtempSync(join(tmpdir(), 'tsglang-mt-'));
+  try {
+    const file = join(dir, 'plain-file');
+    writeFileSync(file, 'x');
+    const outs = [join(file, 'sub')];
+    if (existsSync('/proc/self')) outs.push('/proc/tsglang-nope');
+    for (const out of outs) {
+      for (const arch of ['deepseek-v32', 'minimax-m2']) {
+        const r = spawnSync(process.execPath, [resolve('bin', 'tsglang.js'), 'make-tiny', '--arch', arch, '--out', out], { encoding: 'utf8', timeout: 60_000 });
+        assert.equal(r.status, 1, `${arch} ${out}: status ${r.status} signal ${r.signal} stderr ${r.stderr}`);
+        const lines = r.stderr.trim().split('\n');
+        assert.equal(lines.length, 1, r.stderr);
+        assert.match(lines[0], /^tsglang make-tiny: error: /);
+        assert.ok(lines[0].includes(out.startsWith('/proc') ? out : file), lines[0]);
+      }
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -86,6 +86,11 @@ export async function run(argv: string[]): Promise<number> {
       process.stderr.write(`tsglang make-tiny: ${err.name}: ${err.message}\n`);
       return err instanceof InvalidRequestError ? 2 : 1;
     }
+    if (typeof (err as NodeJS.ErrnoException).code === 'string') {
+      // fs errors (ENOENT / EACCES / ENOTDIR / EROFS on --out): the message names the path.
+      process.stderr.write(`tsglang make-tiny: error: ${(err as Error).message}\n`);
+      return 1;
+    }
     throw err;
   }
 }

@@ -7,3 +7,4 @@ export * from './rng.js';
 export * from './logger.js';
 export * from './async_queue.js';
 export * from './py_json.js';
+export * from './fs_utils.js';

