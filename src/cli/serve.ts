@@ -62,6 +62,26 @@ export async function run(argv: string[]): Promise<number> {
   }
   const args = parsed.args;
   const logger = new Logger(args.logLevel as LogLevel);
+  // Everything started so far, so that every exit path (signal, start-up failure, normal stop) tears it down:
+  // a live engine worker thread or listening socket would keep the process alive after an error.
+  let engine: Engine | null = null;
+  let server: HttpServer | null = null;
+  let ready = false;
+  let stopRequested: ((sig: string) => void) | null = null;
+  const onSignal = (sig: 'SIGINT' | 'SIGTERM') => {
+    logger.info(`Received ${sig}, shutting down`);
+    if (ready && stopRequested) {
+      stopRequested(sig);
+      stopRequested = null;
+      return;
+    }
+    // During start-up (or a second signal): nothing to drain; stop the engine and leave now.
+    void teardown(engine, server, logger).finally(() => process.exit(sig === 'SIGINT' ? 130 : 143));
+  };
+  const onSigint = () => onSignal('SIGINT');
+  const onSigterm = () => onSignal('SIGTERM');
+  process.on('SIGINT', onSigint);
+  process.on('SIGTERM', onSigterm);
   try {
     const { notices } = validateServerArgs(args, parsed.given, availableParallelism());
     if (args.reasoningParser !== null && !REASONING_PARSER_NAMES.includes(args.reasoningParser)) {
@@ -79,13 +99,13 @@ export async function run(argv: string[]): Promise<number> {
     logger.info(`server_args=ServerArgs(${Object.entries(snakeArgs(shown)).map(([k, v]) => `${k}=${pyRepr(v)}`).join(', ')})`);
 
     // 2. engine (worker thread): loads weights, sizes the KV pool
-    const engine = await Engine.create({ ...engineSlice(args, modelPath), useWorkerThread: true }, logger);
+    engine = await Engine.create({ ...engineSlice(args, modelPath), useWorkerThread: true }, logger);
     // 3. HTTP server
     const config = httpServerSlice(args, served);
     const modelConfig = JSON.parse(readFileSync(join(modelPath, 'config.json'), 'utf8')) as { model_type?: string; architectures?: string[] };
     const builder = ChatPromptBuilder.fromModelDir(modelPath, { chatTemplate: args.chatTemplate, toolCallParser: args.toolCallParser });
     const chatOutput = args.reasoningParser || args.toolCallParser ? new ParserChatOutput(args.reasoningParser, args.toolCallParser) : PLAIN_CHAT_OUTPUT;
-    const server = new HttpServer({
+    server = new HttpServer({
       engine,
       tokenizer: engine.tokenizer,
       config,
@@ -106,23 +126,18 @@ export async function run(argv: string[]): Promise<number> {
       const it = engine.generate({ rid: 'WARMUP', text: 'The capital city of France is', samplingParams: { maxNewTokens: 8, temperature: 0 } });
       for await (const _ of it) { /* drain */ }
     }
-    server.setReady(true);
-    logger.info('The server is fired up and ready to roll!');
-
     // 5. run until SIGINT / SIGTERM
     await new Promise<void>((resolve) => {
-      const stop = (sig: string) => {
-        logger.info(`Received ${sig}, shutting down`);
-        resolve();
-      };
-      process.once('SIGINT', () => stop('SIGINT'));
-      process.once('SIGTERM', () => stop('SIGTERM'));
+      stopRequested = () => resolve();
+      ready = true;
+      server?.setReady(true);
+      logger.info('The server is fired up and ready to roll!');
     });
-    engine.abortAll();
-    await server.close();
-    await engine.shutdown();
+    ready = false;
+    await teardown(engine, server, logger);
     return 0;
   } catch (err) {
+    await teardown(engine, server, logger);
     if (err instanceof UnsupportedFeatureError || err instanceof InvalidRequestError) {
       process.stderr.write(`tsglang serve: error: ${err.message}\n`);
       return 2;
@@ -131,6 +146,34 @@ export async function run(argv: string[]): Promise<number> {
       process.stderr.write(`tsglang serve: ${err.name}: ${err.message}\n`);
       return 1;
     }
-    throw err;
+    // listen EADDRINUSE / ENOTFOUND / EACCES and other system errors: start-up failed.
+    process.stderr.write(`tsglang serve: error: ${(err as Error).message ?? String(err)}\n`);
+    return 1;
+  } finally {
+    process.off('SIGINT', onSigint);
+    process.off('SIGTERM', onSigterm);
   }
+}
+
+/** Milliseconds teardown waits for the HTTP server and the engine worker before giving up on them. */
+const TEARDOWN_MS = 5_000;
+
+/**
+ * Stops whatever start-up got to: aborts requests, closes the HTTP server, shuts the engine worker down. Never
+ * throws and never waits longer than {@link TEARDOWN_MS}, so an exit path cannot hang on it.
+ */
+async function teardown(engine: Engine | null, server: HttpServer | null, logger: Logger): Promise<void> {
+  const work = (async () => {
+    try {
+      engine?.abortAll();
+      if (server) await server.close().catch(() => {});
+      if (engine) await engine.shutdown();
+    } catch (e) {
+      logger.warning(`shutdown: ${(e as Error).message}`);
+    }
+  })();
+  let timer: NodeJS.Timeout | undefined;
+  const limit = new Promise<void>((resolve) => { timer = setTimeout(resolve, TEARDOWN_MS); timer.unref(); });
+  await Promise.race([work, limit]);
+  clearTimeout(timer);
 }
