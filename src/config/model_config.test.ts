@@ -3,8 +3,8 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ModelLoadError } from '../common/index.js';
-import { configBool, configInt, configString, loadModelConfig, parseModelConfig, parseOverrideArgs } from './model_config.js';
+import { InvalidRequestError, ModelLoadError } from '../common/index.js';
+import { configBool, configInt, configString, deriveContextLength, loadModelConfig, parseModelConfig, parseOverrideArgs } from './model_config.js';
 
 const BASE = { architectures: ['MiniMaxM2ForCausalLM'], hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 4, vocab_size: 100, custom_field: { a: 1 } };
 
@@ -47,4 +47,20 @@ test('loadModelConfig: overrides replace top-level keys (string or object); bad 
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test('deriveContextLength: default, shorter override, longer refused unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN', () => {
+  assert.equal(deriveContextLength(4096, null, undefined, {}), 4096);
+  assert.equal(deriveContextLength(4096, 1000, undefined, {}), 1000);
+  assert.equal(deriveContextLength(4096, 4096, undefined, {}), 4096);
+  assert.throws(() => deriveContextLength(4096, 999999999, undefined, {}), (e: Error) => e instanceof InvalidRequestError
+    && e.message === 'Warning: User-specified context_length (999999999) is greater than the derived context_length (4096). '
+      + "This may lead to incorrect model outputs or CUDA errors. Note that the derived context_length may differ from max_position_embeddings in the model's config. "
+      + 'To allow overriding this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1');
+  assert.throws(() => deriveContextLength(4096, 4097, undefined, { SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: '0' }), InvalidRequestError);
+  const warnings: string[] = [];
+  assert.equal(deriveContextLength(4096, 8192, (m) => warnings.push(m), { SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: '1' }), 8192);
+  assert.equal(deriveContextLength(2048, 3000, (m) => warnings.push(m), { SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: 'true' }), 3000);
+  assert.equal(warnings.length, 2);
+  assert.match(warnings[0], /^Warning: User-specified context_length \(8192\) is greater than the derived context_length \(4096\)\./);
 });

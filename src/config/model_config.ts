@@ -3,7 +3,7 @@
 // through the typed getters below, which name config.json and the field on error.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ModelLoadError } from '../common/index.js';
+import { InvalidRequestError, ModelLoadError } from '../common/index.js';
 
 /** quantization_config of an FP8 block-quantized checkpoint (model-spec §1.2, §2.2). */
 export interface QuantConfig {
@@ -178,4 +178,38 @@ export function loadModelConfig(modelPath: string, overrides: Record<string, unk
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new ModelLoadError(`${path}: config must be a JSON object`, { file: path });
   const ov = typeof overrides === 'string' ? parseOverrideArgs(overrides) : overrides;
   return parseModelConfig({ ...(raw as Record<string, unknown>), ...ov }, path);
+}
+
+/** True when an SGLang boolean env var is set to a true value (`1`, `true`, `yes`, `y`, any case). */
+function envFlag(env: NodeJS.ProcessEnv, name: string): boolean {
+  return ['1', 'true', 'yes', 'y'].includes((env[name] ?? '').trim().toLowerCase());
+}
+
+/**
+ * The serving context length: `--context-length` when given, else the model's derived context length
+ * (max_position_embeddings). A `--context-length` above the derived one is refused, as SGLang does, unless the env
+ * var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is true, in which case `warn` receives the warning and the
+ * requested value is used. Source: python/sglang/srt/configs/model_config.py (ModelConfig._derive_context_length).
+ * @param derived the model's context length in tokens (max_position_embeddings)
+ * @param requested `--context-length` in tokens, or null
+ * @param warn receives the warning when a longer context is allowed by the env var
+ * @returns the context length in tokens
+ * @throws InvalidRequestError (param `context-length`) when `requested` > `derived` without the env var
+ */
+export function deriveContextLength(
+  derived: number,
+  requested: number | null | undefined,
+  warn: (msg: string) => void = () => {},
+  env: NodeJS.ProcessEnv = process.env,
+): number {
+  if (requested === null || requested === undefined) return derived;
+  if (requested <= derived) return requested;
+  const msg = `Warning: User-specified context_length (${requested}) is greater than the derived context_length (${derived}). ` +
+    'This may lead to incorrect model outputs or CUDA errors. Note that the derived context_length may differ from ' +
+    "max_position_embeddings in the model's config.";
+  if (envFlag(env, 'SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN')) {
+    warn(msg);
+    return requested;
+  }
+  throw new InvalidRequestError(`${msg} To allow overriding this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1`, 'context-length');
 }

@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Logger, SILENT_LOGGER, TsglangError, UnsupportedFeatureError } from '../common/index.js';
+import { deriveContextLength, loadModelConfig } from '../config/index.js';
 import { CacheManager, Scheduler, type StepStats } from '../scheduler/index.js';
 import { ChunkCache, KVPool, RadixCache, ReqToTokenPool, TokenToKVPoolAllocator } from '../mem_cache/index.js';
 import { ModelRunner, planMemory, readAvailableMemoryBytes, type ForwardModel } from '../executor/index.js';
@@ -86,6 +87,11 @@ export class EngineCore {
     const tokenizerPath = options.tokenizerPath ?? options.modelPath;
     const tokenizer = options.skipTokenizerInit ? null : loadedTokenizer ?? loadTokenizer(tokenizerPath);
     const memBefore = readAvailableMemoryBytes();
+    // --context-length vs the model's: refused before the weights load (SGLang checks it in ModelConfig).
+    const warnContext = (m: string) => logger.warning(m);
+    const checkedContext = injected
+      ? null
+      : deriveContextLength(loadModelConfig(options.modelPath, options.jsonModelOverrideArgs ?? {}).maxPositionEmbeddings, options.contextLength, warnContext);
     let cm: CoreModel;
     if (injected) cm = injected;
     else {
@@ -103,7 +109,7 @@ export class EngineCore {
     }
     const memAfter = readAvailableMemoryBytes();
     const pageSize = options.pageSize ?? 1;
-    const contextLength = options.contextLength ?? cm.maxPositionEmbeddings;
+    const contextLength = checkedContext ?? deriveContextLength(cm.maxPositionEmbeddings, options.contextLength, warnContext);
     const maxPrefillTokens = options.maxPrefillTokens ?? DEFAULT_MAX_PREFILL_TOKENS;
     const layout = cm.model.kvPoolLayout();
     const kvBytesPerToken = layout.numLayers * layout.buffers.reduce((s, b) => s + b.width, 0) * 4;

@@ -74,3 +74,12 @@ for (const sig of ['SIGTERM', 'SIGINT'] as const) {
     assert.match(r.stderr, new RegExp(`Received ${sig}, shutting down`));
   });
 }
+
+test('serve refuses a --context-length longer than the model\'s (SGLang ModelConfig), exit non-zero', { timeout: WATCHDOG_MS + 30_000 }, async () => {
+  const r = await serve(['--host', '127.0.0.1', '--port', '0', '--context-length', '999999999']);
+  assert.equal(r.killedByWatchdog, false, r.stderr);
+  assert.notEqual(r.code, 0, r.stderr);
+  assert.match(r.stderr, /User-specified context_length \(999999999\) is greater than the derived context_length \(\d+\)\./);
+  assert.match(r.stderr, /set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1/);
+  assert.doesNotMatch(r.stderr, /ready to roll/);
+});
