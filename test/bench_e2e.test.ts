@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DATA_DIR, TSGLANG_BIN } from './helpers/paths.js';
+import { DATA_DIR, NEEDS_SHARED, TSGLANG_BIN } from './helpers/paths.js';
 
 const TMP = mkdtempSync(join(tmpdir(), 'tsglang-bench-e2e-'));
 const PORT = 20000 + Math.floor(Math.random() * 20000);
@@ -86,7 +86,7 @@ for (const concurrency of ['1', '4']) {
   });
 }
 
-test('eval gsm8k against tsglang serve: 2 questions, 1 shot', { timeout: 240_000 }, async () => {
+test('eval gsm8k against tsglang serve: 2 questions, 1 shot', { ...NEEDS_SHARED, timeout: 240_000 }, async () => {
   const r = await runCli(
     ['eval', 'gsm8k', '--host', '127.0.0.1', '--port', String(PORT), '--data-path', join(DATA_DIR, 'gsm8k', 'test.jsonl'),
       '--num-questions', '2', '--num-shots', '1', '--max-new-tokens', '8'],

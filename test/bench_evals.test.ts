@@ -22,7 +22,7 @@ import {
   pandasCellTexts,
   type Clock,
 } from '../src/bench/index.js';
-import { DATA_DIR } from './helpers/paths.js';
+import { DATA_DIR, NEEDS_SHARED } from './helpers/paths.js';
 import { startFakeServer, type SeenRequest } from './bench_fake_server.js';
 
 const TMP = mkdtempSync(join(tmpdir(), 'tsglang-evals-'));
@@ -80,7 +80,7 @@ print(json.dumps([str(get_answer_value(c)) for c in json.loads(sys.stdin.read())
   assert.deepEqual(cases.map(gsm8kAnswerValue), JSON.parse(r.stdout));
 });
 
-test('GSM8K on the real test set: prompts, scoring with known correct / invalid counts, printed lines', async () => {
+test('GSM8K on the real test set: prompts, scoring with known correct / invalid counts, printed lines', NEEDS_SHARED, async () => {
   const items = loadGsm8k(join(DATA_DIR, 'gsm8k', 'test.jsonl'));
   assert.equal(items.length, 1319);
   const labelOf = (i: number): string => items[i].answer.split('####').pop()!.trim().replace(/,/g, '');

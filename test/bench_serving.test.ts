@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { parseBenchServingArgs, runBenchServing, SYSTEM_CLOCK, type BenchServingEnv, type BenchServingResult, type Clock } from '../src/bench/index.js';
 import { FakeClock, fakeTokenizer, startFakeServer, type FakeServerOptions } from './bench_fake_server.js';
-import { SEEDS_DIR } from './helpers/paths.js';
+import { NEEDS_SHARED, SEEDS_DIR } from './helpers/paths.js';
 
 const SEEDS = SEEDS_DIR;
 const SEED_MM = join(SEEDS, '000_0d678bd84b8d555a.txt');
@@ -257,7 +257,7 @@ function ourLabels(block: string[]): string[] {
   return out;
 }
 
-test('result block matches the seed documents line by line (values aside)', async () => {
+test('result block matches the seed documents line by line (values aside)', NEEDS_SHARED, async () => {
   const withAccept = await withServer({ acceptLength: 3.27 }, (s) =>
     runAgainst(s, ['--backend', 'sglang', ...SMALL, '--max-concurrency', '1', '--request-rate', '64']),
   );

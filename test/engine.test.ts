@@ -6,10 +6,10 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Engine, type EngineOptions, type GenerateOutput } from '../src/engine/index.js';
-import { FIXTURES_DIR } from './helpers/paths.js';
+import { FIXTURES_DIR, NEEDS_SHARED, readSharedJson, SHARED_MISSING } from './helpers/paths.js';
 
 const MODEL = join(FIXTURES_DIR, 'tiny-minimax-m2');
-const golden = JSON.parse(readFileSync(join(MODEL, 'golden.json'), 'utf8')) as {
+const golden = readSharedJson<unknown>(join(MODEL, 'golden.json'), { prompts: [] }) as {
   prompts: { name: string; tokens: number[]; greedy: { tokens: number[] } }[];
 };
 
@@ -46,7 +46,7 @@ function gen(e: Engine, rid: string, inputIds: number[], maxNewTokens: number, s
 const P7 = golden.prompts.find((p) => p.name === 'len7')!;
 const P45 = golden.prompts.find((p) => p.name === 'len45')!;
 const P100 = golden.prompts.find((p) => p.name === 'len100')!;
-const PROMPTS: number[][] = [
+const PROMPTS: number[][] = SHARED_MISSING !== null ? [] : [
   P7.tokens,
   P45.tokens,
   P100.tokens.slice(0, 30),
@@ -58,7 +58,7 @@ const PROMPTS: number[][] = [
 ];
 const N_NEW = 8;
 
-test('engine greedy output equals the fixture goldens (prefill + KV-cache decode)', async () => {
+test('engine greedy output equals the fixture goldens (prefill + KV-cache decode)', NEEDS_SHARED, async () => {
   const e = await makeEngine();
   for (const p of [P7, P45, P100]) {
     const r = await gen(e, `g-${p.name}`, p.tokens, 16);
@@ -70,7 +70,7 @@ test('engine greedy output equals the fixture goldens (prefill + KV-cache decode
   await e.shutdown();
 });
 
-test('batch invariance: alone = batch of 8 (a decode step with 8 running) = chunked = after a prefix hit; pool 100% free after flush', async () => {
+test('batch invariance: alone = batch of 8 (a decode step with 8 running) = chunked = after a prefix hit; pool 100% free after flush', NEEDS_SHARED, async () => {
   const alone: number[][] = [];
   {
     const e = await makeEngine();
@@ -112,7 +112,7 @@ test('batch invariance: alone = batch of 8 (a decode step with 8 running) = chun
   }
 });
 
-test('mixed extend+decode step and retraction under a tiny --max-total-tokens keep outputs identical', async () => {
+test('mixed extend+decode step and retraction under a tiny --max-total-tokens keep outputs identical', NEEDS_SHARED, async () => {
   const alone: number[][] = [];
   {
     const e = await makeEngine();
@@ -135,7 +135,7 @@ test('mixed extend+decode step and retraction under a tiny --max-total-tokens ke
   await e.shutdown();
 });
 
-test('abort (signal) ends the request with finish_reason abort and frees its KV; validation errors reject first next()', async () => {
+test('abort (signal) ends the request with finish_reason abort and frees its KV; validation errors reject first next()', NEEDS_SHARED, async () => {
   const e = await makeEngine();
   const ac = new AbortController();
   const it = e.generate({ rid: 'ab', inputIds: P45.tokens, stream: true, samplingParams: { temperature: 0, maxNewTokens: 200, ignoreEos: true } }, ac.signal);
@@ -160,7 +160,7 @@ test('abort (signal) ends the request with finish_reason abort and frees its KV;
   await e.shutdown();
 });
 
-test('n > 1 with a seed: choices are reproducible and carry their index; logprobs returned', async () => {
+test('n > 1 with a seed: choices are reproducible and carry their index; logprobs returned', NEEDS_SHARED, async () => {
   const e = await makeEngine();
   let nRuns = 0;
   const run = async () => {
@@ -185,7 +185,7 @@ test('n > 1 with a seed: choices are reproducible and carry their index; logprob
   await e.shutdown();
 });
 
-test('DeepSeek-V3.2 fixture (MLA + DSA KV layout): all golden prompts batched with chunked prefill give the golden greedy tokens', async () => {
+test('DeepSeek-V3.2 fixture (MLA + DSA KV layout): all golden prompts batched with chunked prefill give the golden greedy tokens', NEEDS_SHARED, async () => {
   const dir = join(FIXTURES_DIR, 'tiny-deepseek-v32');
   const g = JSON.parse(readFileSync(join(dir, 'golden.json'), 'utf8')) as typeof golden;
   const e = await makeEngine({ modelPath: dir, chunkedPrefillSize: 8, pageSize: 2 });
@@ -198,7 +198,7 @@ test('DeepSeek-V3.2 fixture (MLA + DSA KV layout): all golden prompts batched wi
   await e.shutdown();
 });
 
-test('KV pool sized from memory commits storage only for the pages used', async () => {
+test('KV pool sized from memory commits storage only for the pages used', NEEDS_SHARED, async () => {
   const e = await makeEngine({ maxTotalTokens: null, contextLength: null });
   const cap = e.info.maxTotalNumTokens;
   assert.ok(cap > 100_000, `capacity from RAM: ${cap}`);

@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { FIXTURES_DIR, TSGLANG_BIN } from './helpers/paths.js';
+import { FIXTURES_DIR, NEEDS_SHARED, TSGLANG_BIN } from './helpers/paths.js';
 import { parseBenchOneBatchArgs, syntheticPrompts } from '../src/cli/bench_one_batch.js';
 
 test('parseBenchOneBatchArgs: nargs+ sweeps, defaults, bad values name the flag', () => {
@@ -27,7 +27,7 @@ test('syntheticPrompts: ids below min(10000, vocab), deterministic per seed', ()
   assert.notDeepEqual(syntheticPrompts(3, 50, 512, 8), p);
 });
 
-test('tsglang bench-one-batch on the tiny MiniMax fixture prints SGLang\'s lines and appends one JSON line per run', () => {
+test('tsglang bench-one-batch on the tiny MiniMax fixture prints SGLang\'s lines and appends one JSON line per run', NEEDS_SHARED, () => {
   const dir = mkdtempSync(join(tmpdir(), 'tsglang-bob-'));
   try {
     const results = join(dir, 'r.jsonl');

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as api from '../src/index.js';
-import { FIXTURES_DIR } from './helpers/paths.js';
+import { FIXTURES_DIR, NEEDS_SHARED } from './helpers/paths.js';
 
 test('the entry exports the engine, launch and loader functions and the error classes', () => {
   for (const name of ['Engine', 'HttpServer', 'serve', 'main', 'loadModel', 'loadTokenizer', 'createOps', 'parseServerArgs', 'InvalidRequestError', 'ModelLoadError'] as const) {
@@ -25,7 +25,7 @@ test('parseServerArgs → engineSlice through the entry carries the flags into t
   assert.throws(() => api.parseServerArgs(['--no-such-flag']), api.InvalidRequestError);
 });
 
-test('loadModelConfig through the entry reads the fixture checkpoint config.json', () => {
+test('loadModelConfig through the entry reads the fixture checkpoint config.json', NEEDS_SHARED, () => {
   const dir = join(FIXTURES_DIR, 'tiny-minimax-m2');
   const raw = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as { vocab_size: number; hidden_size: number; architectures: string[] };
   const cfg = api.loadModelConfig(dir);

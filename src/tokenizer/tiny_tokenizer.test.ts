@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { writeTinyTokenizer, tinyTokenizerSpec, TSGLANG_MINIMAX_CHAT_TEMPLATE } from './tiny_tokenizer.js';
 import { loadTokenizer } from './tokenizer.js';
 import { ChatPromptBuilder } from './chat_template.js';
-import { DESIGN_DIR } from '../../test/helpers/paths.js';
+import { DESIGN_DIR, NEEDS_SHARED } from '../../test/helpers/paths.js';
 
 test('minimax-m2 tiny tokenizer: DeepSeek-V3 BPE + MiniMax special tokens, ids agree with config overrides', () => {
   const dir = mkdtempSync(join(tmpdir(), 'tsglang-tinytok-'));
@@ -32,7 +32,7 @@ test('minimax-m2 tiny tokenizer: DeepSeek-V3 BPE + MiniMax special tokens, ids a
   for (const f of files) assert.ok(readFileSync(join(dir, f)).equals(readFileSync(join(dir2, f))), f);
 });
 
-test('our MiniMax-format template renders the MiniMax-M2 prompt vectors without tools exactly', () => {
+test('our MiniMax-format template renders the MiniMax-M2 prompt vectors without tools exactly', NEEDS_SHARED, () => {
   const dir = mkdtempSync(join(tmpdir(), 'tsglang-tinytok-'));
   writeTinyTokenizer(dir, 'minimax-m2');
   const builder = ChatPromptBuilder.fromModelDir(dir, { architectures: ['MiniMaxM2ForCausalLM'] });

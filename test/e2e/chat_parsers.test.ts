@@ -15,7 +15,7 @@ import { SCRIPTED_ARCHITECTURE, ScriptedModel } from '../../src/models/index.js'
 import { BuilderChatPrompt, HttpServer, ParserChatOutput } from '../../src/server/index.js';
 import { ChatPromptBuilder, loadTokenizer, tinyTokenizerSpec, writeTinyTokenizer } from '../../src/tokenizer/index.js';
 import type { ChatRequestLike, TinyTokenizerFamily, Tokenizer } from '../../src/tokenizer/index.js';
-import { FIXTURES_DIR, REPO_ROOT } from '../helpers/paths.js';
+import { FIXTURES_DIR, NEEDS_SHARED, REPO_ROOT, SHARED_MISSING } from '../helpers/paths.js';
 
 interface Script {
   /** Text whose tokens must appear in the prompt for this script to be chosen ('' = always). */
@@ -184,6 +184,7 @@ const DS_FINAL = 'The weather in Beijing is currently 22°C and sunny.';
 const V31_CALL = '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"location": "Beijing", "unit": "celsius"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>';
 
 before(async () => {
+  if (SHARED_MISSING !== null) return; // its tests skip; test/shared_dir.test reports the missing folder
   minimax = await serveScripted({
     family: 'minimax-m2',
     chatTemplate: join(FIXTURES_DIR, 'tiny-minimax-m2', 'chat_template.jinja'),
@@ -230,7 +231,7 @@ after(async () => {
   for (const d of tmpDirs) rmSync(d, { recursive: true, force: true });
 });
 
-test('MiniMax + minimax-append-think: the seed think-tag splitter loop separates thinking from content', async () => {
+test('MiniMax + minimax-append-think: the seed think-tag splitter loop separates thinking from content', NEEDS_SHARED, async () => {
   const stream = await minimax.client.chat.completions.create({
     model: 'scripted',
     messages: [{ role: 'user', content: 'Solve this problem step by step: What is 15% of 240?' }],
@@ -279,7 +280,7 @@ test('MiniMax + minimax-append-think: the seed think-tag splitter loop separates
   assert.equal(one.choices[0].message.content, '<think>' + MM_THINK + MM_ANSWER);
 });
 
-test('MiniMax + minimax-m2: get_weather call (non-streaming and streaming), then the role: tool round trip', async () => {
+test('MiniMax + minimax-m2: get_weather call (non-streaming and streaming), then the role: tool round trip', NEEDS_SHARED, async () => {
   const r = await minimax.client.chat.completions.create({ model: 'scripted', messages: [{ role: 'user', content: ASK_WEATHER }], tools: WEATHER_TOOLS });
   const choice = r.choices[0];
   assert.equal(choice.finish_reason, 'tool_calls');
@@ -302,7 +303,7 @@ test('MiniMax + minimax-m2: get_weather call (non-streaming and streaming), then
   assert.equal(final.choices[0].finish_reason, 'stop');
 });
 
-test('DeepSeek-V3.2 + deepseek-v3 reasoning: thinking kwarg splits reasoning_content (streaming and not)', async () => {
+test('DeepSeek-V3.2 + deepseek-v3 reasoning: thinking kwarg splits reasoning_content (streaming and not)', NEEDS_SHARED, async () => {
   const req = { model: 'scripted', messages: [{ role: 'user' as const, content: 'Solve this problem step by step: What is 15% of 240?' }], temperature: 0.7 };
   const s = await collect(await deepseek.client.chat.completions.create({ ...req, stream: true, chat_template_kwargs: { thinking: true } } as OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming));
   assert.equal(s.reasoning, DS_MATH_THINK);
@@ -313,7 +314,7 @@ test('DeepSeek-V3.2 + deepseek-v3 reasoning: thinking kwarg splits reasoning_con
   assert.equal(msg.content, DS_MATH_ANSWER);
 });
 
-test('DeepSeek-V3.2 + deepseekv32: DSML get_weather call with thinking, streamed per the seed loop, then the tool round trip', async () => {
+test('DeepSeek-V3.2 + deepseekv32: DSML get_weather call with thinking, streamed per the seed loop, then the tool round trip', NEEDS_SHARED, async () => {
   const s = await collect(
     await deepseek.client.chat.completions.create({
       model: 'scripted',
@@ -334,7 +335,7 @@ test('DeepSeek-V3.2 + deepseekv32: DSML get_weather call with thinking, streamed
   assert.equal(final.choices[0].finish_reason, 'stop');
 });
 
-test('DeepSeek-V3.2-Exp recipe (deepseekv31 + examples/chat_template/tool_chat_template_deepseekv32.jinja): call, then round trip', async () => {
+test('DeepSeek-V3.2-Exp recipe (deepseekv31 + examples/chat_template/tool_chat_template_deepseekv32.jinja): call, then round trip', NEEDS_SHARED, async () => {
   const s = await collect(
     await deepseekExp.client.chat.completions.create({
       model: 'scripted',

@@ -6,10 +6,10 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Engine } from '../../src/engine/index.js';
 import type { EngineOptions, GenerateOutput } from '../../src/engine/index.js';
-import { FIXTURES_DIR } from '../helpers/paths.js';
+import { FIXTURES_DIR, NEEDS_SHARED, readSharedJson } from '../helpers/paths.js';
 
 const MODEL = join(FIXTURES_DIR, 'tiny-deepseek-v32');
-const golden = JSON.parse(readFileSync(join(MODEL, 'golden.json'), 'utf8')) as {
+const golden = readSharedJson<unknown>(join(MODEL, 'golden.json'), { prompts: [] }) as {
   prompts: { name: string; tokens: number[]; greedy: { tokens: number[] } }[];
 };
 
@@ -36,12 +36,12 @@ async function greedyAll(opts: Partial<EngineOptions>, waves: number[][][], maxN
   }
 }
 
-test('engine: golden greedy tokens, all prompts batched, default scheduling', async () => {
+test('engine: golden greedy tokens, all prompts batched, default scheduling', NEEDS_SHARED, async () => {
   const got = await greedyAll({}, [golden.prompts.map((p) => p.tokens)], 16);
   golden.prompts.forEach((p, i) => assert.deepEqual(got[i], p.greedy.tokens, p.name));
 });
 
-test('engine: golden greedy tokens with chunked prefill of 8 tokens, mixed batches, page size 4, then a prefix-cache hit', async () => {
+test('engine: golden greedy tokens with chunked prefill of 8 tokens, mixed batches, page size 4, then a prefix-cache hit', NEEDS_SHARED, async () => {
   // second wave: the longest prompt again (its prefix is in the radix cache, so the indexer reads cached index keys)
   const waves = [golden.prompts.map((p) => p.tokens), [golden.prompts[3].tokens]];
   const cached: number[] = [];

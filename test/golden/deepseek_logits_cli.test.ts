@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { FIXTURES_DIR, TSGLANG_BIN } from '../helpers/paths.js';
+import { FIXTURES_DIR, NEEDS_SHARED, TSGLANG_BIN } from '../helpers/paths.js';
 import { writeTinyCheckpoint } from '../../src/executor/index.js';
 
 const DIR = join(FIXTURES_DIR, 'tiny-deepseek-v32');
@@ -18,7 +18,7 @@ function runLogits(args: string[]): { status: number | null; stdout: string; std
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
-test('--mtp-next-tokens prints mtp_logits of the asked positions within 2e-3 of golden.json', () => {
+test('--mtp-next-tokens prints mtp_logits of the asked positions within 2e-3 of golden.json', NEEDS_SHARED, () => {
   const golden = JSON.parse(readFileSync(join(DIR, 'golden.json'), 'utf8')) as { prompts: MtpGolden[] };
   const p = golden.prompts.find((x) => x.tokens.length > 16)!;
   const positions = p.mtp.logits_at.map((x) => x.position);
@@ -34,14 +34,14 @@ test('--mtp-next-tokens prints mtp_logits of the asked positions within 2e-3 of 
   for (const la of p.logits_at) assert.ok(out.logits[String(la.position)].every((x, i) => Math.abs(x - la.logits[i]) <= 2e-3));
 });
 
-test('--mtp-next-tokens of the wrong length is a usage error naming both lengths', () => {
+test('--mtp-next-tokens of the wrong length is a usage error naming both lengths', NEEDS_SHARED, () => {
   const r = runLogits(['--model-path', DIR, '--input-ids', '5,6,7', '--mtp-next-tokens', '6,7']);
   assert.equal(r.status, 2);
   assert.match(r.stderr, /--mtp-next-tokens has 2 ids but the prompt has 3 positions/);
   assert.equal(r.stdout, '');
 });
 
-test('--mtp-next-tokens on a checkpoint without the MTP layer fails and says so', () => {
+test('--mtp-next-tokens on a checkpoint without the MTP layer fails and says so', NEEDS_SHARED, () => {
   const dir = mkdtempSync(join(tmpdir(), 'tsglang-dsv3-nomtp-'));
   try {
     writeTinyCheckpoint('deepseek-v3', dir, { seed: 5, configOverrides: { num_nextn_predict_layers: 0 } });

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { FIXTURES_DIR } from '../helpers/paths.js';
+import { FIXTURES_DIR, NEEDS_SHARED, whenShared } from '../helpers/paths.js';
 import { argmaxAt, maxAbsDiff, readGolden } from '../helpers/golden.js';
 import type { GoldenPrompt } from '../helpers/golden.js';
 import { loadModelConfig, parseModelConfig } from '../../src/config/index.js';
@@ -32,18 +32,18 @@ interface DeepseekGoldenPrompt extends GoldenPrompt {
 
 const golden = readGolden<DeepseekGoldenPrompt>(DIR);
 const ops = createCpuOps();
-const config = loadModelConfig(DIR);
-const weights: WeightStore = (() => {
+const config = whenShared(() => loadModelConfig(DIR));
+const weights: WeightStore = whenShared(() => {
   const ckpt = Checkpoint.open(DIR);
   try {
     return loadWeights(ckpt, deepseekExpectedTensors(config), config, { ops });
   } finally {
     ckpt.close();
   }
-})();
-const model = createDeepseekModel(config, weights, { ops });
-const V = config.vocabSize;
-const H = config.hiddenSize;
+});
+const model = whenShared(() => createDeepseekModel(config, weights, { ops }));
+const V = whenShared(() => config.vocabSize);
+const H = whenShared(() => config.hiddenSize);
 
 function newContext(m: DeepseekV32ForCausalLM, maxReqs = 4, maxSeqLen = 256, allocate?: (n: number) => Int32Array): SimpleBatchContext {
   return new SimpleBatchContext(new KVPool(m.kvPoolLayout(), maxReqs * maxSeqLen + 1), maxReqs, maxSeqLen, allocate);
@@ -63,7 +63,7 @@ function shuffledAllocator(seed: number, maxLocs: number): (n: number) => Int32A
 const results: string[] = [];
 
 for (const p of golden.prompts) {
-  test(`golden ${p.name}: logits, argmax, routed experts and indexer picks of the last position, greedy, MTP`, () => {
+  test(`golden ${p.name}: logits, argmax, routed experts and indexer picks of the last position, greedy, MTP`, NEEDS_SHARED, () => {
     const ctx = newContext(model);
     const req = ctx.addReq();
     const selections = new Map<number, number[]>();
@@ -113,7 +113,7 @@ for (const p of golden.prompts) {
   });
 }
 
-test('weight checks: dequantized FP8 (fp8·scale_inv) within 1 f32 ulp, BF16 bits exact, F32 exact', () => {
+test('weight checks: dequantized FP8 (fp8·scale_inv) within 1 f32 ulp, BF16 bits exact, F32 exact', NEEDS_SHARED, () => {
   for (const wc of golden.weight_checks) {
     const w = weights.get(wc.tensor);
     const cols = w.shape.length === 2 ? w.shape[1] : 1;
@@ -129,7 +129,7 @@ test('weight checks: dequantized FP8 (fp8·scale_inv) within 1 f32 ulp, BF16 bit
   }
 });
 
-test('absorbed and expanded MLA extend agree (1e-5) on a prompt longer than index_topk', () => {
+test('absorbed and expanded MLA extend agree (1e-5) on a prompt longer than index_topk', NEEDS_SHARED, () => {
   const expanded = createDeepseekModel(config, weights, { ops, mlaExtendForm: 'expanded' });
   const p = golden.prompts[golden.prompts.length - 1];
   const run = (m: DeepseekV32ForCausalLM): Float32Array => {
@@ -149,7 +149,7 @@ function promptOf(n: number, seed: number): number[] {
   return Array.from({ length: n }, () => 2 + Math.floor(rng.nextFloat() * (V - 2)));
 }
 
-test('a prompt of several index_topk windows: one prefill == chunks == token by token (bit-identical)', () => {
+test('a prompt of several index_topk windows: one prefill == chunks == token by token (bit-identical)', NEEDS_SHARED, () => {
   const topK = parseDeepseekConfig(config).indexTopK;
   const tokens = promptOf(5 * topK + 3, 7);
   const n = tokens.length;
@@ -173,7 +173,7 @@ test('a prompt of several index_topk windows: one prefill == chunks == token by 
   assert.deepEqual(stepwise, oneShot);
 });
 
-test('decode reads the indexer keys of earlier tokens from the KVPool buffer index_k', () => {
+test('decode reads the indexer keys of earlier tokens from the KVPool buffer index_k', NEEDS_SHARED, () => {
   const topK = parseDeepseekConfig(config).indexTopK;
   const tokens = promptOf(3 * topK, 8);
   const runDecode = (corrupt: boolean): Float32Array => {
@@ -202,7 +202,7 @@ test('decode reads the indexer keys of earlier tokens from the KVPool buffer ind
   assert.deepEqual(clean, ref);
 });
 
-test('batched == alone, bit-identical: multi-request extend, decode and mixed (extend + decode) batches', () => {
+test('batched == alone, bit-identical: multi-request extend, decode and mixed (extend + decode) batches', NEEDS_SHARED, () => {
   const prompts = [promptOf(40, 1), promptOf(9, 2), promptOf(23, 3)];
   // third step: req 0 and 2 decode one token, req 1 extends by 5 (a mixed batch when batched)
   const third = [[7], promptOf(5, 4), [11]];
@@ -236,7 +236,7 @@ test('batched == alone, bit-identical: multi-request extend, decode and mixed (e
   });
 });
 
-test('KV bytes per token per layer: the pool matches 4·(kv_lora_rank + qk_rope_head_dim + index_head_dim)', () => {
+test('KV bytes per token per layer: the pool matches 4·(kv_lora_rank + qk_rope_head_dim + index_head_dim)', NEEDS_SHARED, () => {
   const cfg = parseDeepseekConfig(config);
   const pool = new KVPool(model.kvPoolLayout(), 8);
   const perLayer = pool.bytesPerToken / cfg.numLayers;
@@ -254,7 +254,7 @@ test('KV bytes per token per layer: the pool matches 4·(kv_lora_rank + qk_rope_
   assert.equal(realLayout.bytesPerToken, 61 * 2816);
 });
 
-for (const variant of [{ name: 'q_lora', over: {} }, { name: 'q_proj (q_lora_rank null)', over: { q_lora_rank: null } }]) test(`a generated DeepseekV3ForCausalLM checkpoint (no indexer, ${variant.name}) loads and runs; prefill == token-by-token decode`, () => {
+for (const variant of [{ name: 'q_lora', over: {} }, { name: 'q_proj (q_lora_rank null)', over: { q_lora_rank: null } }]) test(`a generated DeepseekV3ForCausalLM checkpoint (no indexer, ${variant.name}) loads and runs; prefill == token-by-token decode`, NEEDS_SHARED, () => {
   const dir = mkdtempSync(join(tmpdir(), 'tsglang-dsv3-'));
   try {
     writeTinyCheckpoint('deepseek-v3', dir, { seed: 3, configOverrides: variant.over });
@@ -278,7 +278,7 @@ for (const variant of [{ name: 'q_lora', over: {} }, { name: 'q_proj (q_lora_ran
   }
 });
 
-test('report: max error per golden prompt', () => {
+test('report: max error per golden prompt', NEEDS_SHARED, () => {
   assert.equal(results.length, golden.prompts.length);
   for (const r of results) process.stderr.write(`[deepseek golden] ${r}\n`);
 });

@@ -12,15 +12,16 @@ import { KVPool } from '../../src/mem_cache/index.js';
 import { loadModelConfig } from '../../src/config/index.js';
 import { Checkpoint, loadModel, loadWeights } from '../../src/models/index.js';
 import { argmaxAt, maxAbsDiff, readGolden } from '../helpers/golden.js';
-import { FIXTURES_DIR } from '../helpers/paths.js';
+import { FIXTURES_DIR, NEEDS_SHARED, whenShared } from '../helpers/paths.js';
 
 const DIR = join(FIXTURES_DIR, 'tiny-minimax-m2');
 
 const golden = readGolden(DIR);
 const TOL = golden.recommended_tolerances_float32!.logits_max_abs;
 const ops = createCpuOps();
-const { model, config } = loadModel(DIR, { ops, progress: false });
-const V = config.vocabSize;
+const loaded = whenShared(() => loadModel(DIR, { ops, progress: false }));
+const { model, config } = loaded ?? ({} as typeof loaded);
+const V = whenShared(() => config.vocabSize);
 
 function newContext(maxReqs: number, maxLen: number, allocate?: (n: number) => Int32Array): SimpleBatchContext {
   const pool = new KVPool(model.kvPoolLayout(), maxReqs * maxLen + 1);
@@ -41,7 +42,7 @@ function prefillAll(tokens: number[]): ForwardOutput {
 }
 
 for (const p of golden.prompts) {
-  test(`golden ${p.name}: logits_last / logits_at within ${TOL}, argmax_at exact, hidden_last close`, () => {
+  test(`golden ${p.name}: logits_last / logits_at within ${TOL}, argmax_at exact, hidden_last close`, NEEDS_SHARED, () => {
     const out = prefillAll(p.tokens);
     const row = (pos: number): Float32Array => out.logits.subarray(pos * V, (pos + 1) * V);
     const errLast = maxAbsDiff(row(p.length - 1), p.logits_last);
@@ -55,7 +56,7 @@ for (const p of golden.prompts) {
     assert.ok(maxAbsDiff(hidden, p.hidden_last) <= TOL, 'hidden_last');
   });
 
-  test(`golden ${p.name}: routed experts at the last position, exact and in selection order`, () => {
+  test(`golden ${p.name}: routed experts at the last position, exact and in selection order`, NEEDS_SHARED, () => {
     const out = prefillAll(p.tokens);
     const topK = (config.raw.num_experts_per_tok as number);
     for (let l = 0; l < config.numHiddenLayers; l++) {
@@ -64,7 +65,7 @@ for (const p of golden.prompts) {
     }
   });
 
-  test(`golden ${p.name}: ${p.greedy.num_tokens} greedy tokens through the KV cache, exact`, () => {
+  test(`golden ${p.name}: ${p.greedy.num_tokens} greedy tokens through the KV cache, exact`, NEEDS_SHARED, () => {
     const ctx = newContext(1, p.length + p.greedy.num_tokens);
     const req = ctx.addReq();
     let logits = model.forward(ctx.makeBatch([{ req, inputIds: p.tokens }])).logits;
@@ -77,7 +78,7 @@ for (const p of golden.prompts) {
   });
 }
 
-test('golden weight_checks: loader values exact (FP8 · scale_inv as f32, BF16 bits)', () => {
+test('golden weight_checks: loader values exact (FP8 · scale_inv as f32, BF16 bits)', NEEDS_SHARED, () => {
   const ckpt = Checkpoint.open(DIR);
   const cfg = loadModelConfig(DIR);
   const names = new Set(golden.weight_checks.map((c) => c.tensor));
@@ -95,7 +96,7 @@ test('golden weight_checks: loader values exact (FP8 · scale_inv as f32, BF16 b
   }
 });
 
-test('prefill == extend in pieces == token-by-token decode (every position, within 1e-5)', () => {
+test('prefill == extend in pieces == token-by-token decode (every position, within 1e-5)', NEEDS_SHARED, () => {
   const tokens = golden.prompts.reduce((a, b) => (b.length > a.length && b.length <= 64 ? b : a)).tokens;
   const n = tokens.length;
   const full = prefillAll(tokens).logits;
@@ -114,7 +115,7 @@ test('prefill == extend in pieces == token-by-token decode (every position, with
   assert.ok(maxAbsDiff(decoded, full) <= 1e-5, `decode vs prefill ${maxAbsDiff(decoded, full)}`);
 });
 
-test('batch invariance: three requests of different lengths (extend, then mixed decode+extend) bit-identical to alone', () => {
+test('batch invariance: three requests of different lengths (extend, then mixed decode+extend) bit-identical to alone', NEEDS_SHARED, () => {
   const prompts = [golden.prompts[1].tokens, golden.prompts[2].tokens.slice(0, 30), golden.prompts[3].tokens.slice(0, 13)];
   const follow = [[5], [7, 8, 9], [11]];
   // alone: prompt, then the follow-up chunk

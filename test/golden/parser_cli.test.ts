@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseModelOutput, parseParseArgs } from '../../src/cli/parse.js';
 import { parseRenderChatArgs, renderChat } from '../../src/cli/render_chat.js';
-import { DESIGN_DIR, FIXTURES_DIR, TSGLANG_BIN } from '../helpers/paths.js';
+import { DESIGN_DIR, FIXTURES_DIR, NEEDS_SHARED, readSharedJson, TSGLANG_BIN } from '../helpers/paths.js';
 
 interface ParserCase {
   id: string;
@@ -21,9 +21,9 @@ interface ParserCase {
   expected: { content: string | null; reasoning_content: string | null; tool_calls: { name: string; arguments: unknown }[] | null };
   applies_to: string[];
 }
-const parserCases = (JSON.parse(readFileSync(join(DESIGN_DIR, 'vectors', 'parser-vectors.json'), 'utf8')) as { cases: ParserCase[] }).cases;
+const parserCases = (readSharedJson<unknown>(join(DESIGN_DIR, 'vectors', 'parser-vectors.json'), { cases: [] }) as { cases: ParserCase[] }).cases;
 const templateCases = (
-  JSON.parse(readFileSync(join(DESIGN_DIR, 'vectors', 'template-vectors.json'), 'utf8')) as {
+  readSharedJson<unknown>(join(DESIGN_DIR, 'vectors', 'template-vectors.json'), { cases: [] }) as {
     cases: { id: string; model: string; messages: unknown[]; tools: unknown[] | null; kwargs: Record<string, unknown>; expected_prompt: string }[];
   }
 ).cases;
@@ -53,7 +53,7 @@ function check(c: ParserCase, got: { content: string | null; reasoningContent: s
   );
 }
 
-test('parse command functions: every parser vector, one-shot and with --chunks', () => {
+test('parse command functions: every parser vector, one-shot and with --chunks', NEEDS_SHARED, () => {
   for (const c of parserCases) {
     const args = parseParseArgs(argvOf(c));
     if (c.applies_to.includes('non_stream')) check(c, parseModelOutput(args, c.model_output_text, requestOf(c), null));
@@ -61,7 +61,7 @@ test('parse command functions: every parser vector, one-shot and with --chunks',
   }
 });
 
-test('render-chat command function: every template vector', () => {
+test('render-chat command function: every template vector', NEEDS_SHARED, () => {
   for (const c of templateCases) {
     const dir = join(FIXTURES_DIR, c.model === 'minimax-m2' ? 'tiny-minimax-m2' : 'tiny-deepseek-v32');
     const body = JSON.stringify({ model: 'm', messages: c.messages, tools: c.tools ?? undefined, ...c.kwargs });
@@ -69,7 +69,7 @@ test('render-chat command function: every template vector', () => {
   }
 });
 
-test('tsglang parse / render-chat binaries: stdin in, one JSON value out', () => {
+test('tsglang parse / render-chat binaries: stdin in, one JSON value out', NEEDS_SHARED, () => {
   const dir = mkdtempSync(join(tmpdir(), 'tsglang-parse-'));
   const c = parserCases.find((x) => x.id === 'v32-tags-split-mid-marker') ?? parserCases[0];
   writeFileSync(join(dir, 'request.json'), JSON.stringify(requestOf(c)));

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { Rng } from '../../src/common/index.js';
 import { ChatOutputProcessor, aggregateChatDeltas, parseChatOutput } from '../../src/parsers/index.js';
 import type { ChatParseOptions, ParsedChatOutput } from '../../src/parsers/index.js';
-import { DESIGN_DIR } from '../helpers/paths.js';
+import { DESIGN_DIR, NEEDS_SHARED, readSharedJson } from '../helpers/paths.js';
 
 interface ParserCase {
   id: string;
@@ -22,7 +22,7 @@ interface ParserCase {
   applies_to: string[];
 }
 
-const vectors = JSON.parse(readFileSync(join(DESIGN_DIR, 'vectors', 'parser-vectors.json'), 'utf8')) as { cases: ParserCase[] };
+const vectors = readSharedJson<unknown>(join(DESIGN_DIR, 'vectors', 'parser-vectors.json'), { cases: [] }) as { cases: ParserCase[] };
 
 function optionsOf(c: ParserCase): ChatParseOptions {
   let n = 0;
@@ -60,13 +60,13 @@ function assertMatches(got: ParsedChatOutput, c: ParserCase, mode: string): void
   });
 }
 
-test('parser vectors file is the expected format', () => {
+test('parser vectors file is the expected format', NEEDS_SHARED, () => {
   assert.ok(vectors.cases.length >= 51);
   for (const c of vectors.cases) assert.equal(c.stream_chunks.join(''), c.model_output_text, `${c.id}: chunks concatenate to the output`);
 });
 
 for (const c of vectors.cases) {
-  test(`parser vector ${c.id}`, () => {
+  test(`parser vector ${c.id}`, NEEDS_SHARED, () => {
     if (c.applies_to.includes('non_stream')) assertMatches(parseChatOutput(c.model_output_text, optionsOf(c)), c, 'non_stream');
     if (c.applies_to.includes('stream')) {
       assertMatches(streamed(c, c.stream_chunks), c, 'stream: vector chunks');
@@ -87,7 +87,7 @@ function randomChunks(text: string, rng: Rng, maxLen: number): string[] {
   return out;
 }
 
-test('property: streaming ≡ non-streaming for random chunkings of every vector', () => {
+test('property: streaming ≡ non-streaming for random chunkings of every vector', NEEDS_SHARED, () => {
   const rng = new Rng(20261129);
   for (const c of vectors.cases) {
     const oneShot = parseChatOutput(c.model_output_text, optionsOf(c));
@@ -105,7 +105,7 @@ test('property: streaming ≡ non-streaming for random chunkings of every vector
   }
 });
 
-test('streaming is truly incremental: prose is released before the end of generation', () => {
+test('streaming is truly incremental: prose is released before the end of generation', NEEDS_SHARED, () => {
   // Text that can no longer start a tag must come out with the push that completes it, not at finish().
   for (const c of vectors.cases) {
     const p = new ChatOutputProcessor(optionsOf(c));

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { InvalidRequestError, pyJsonDumps } from '../../src/common/index.js';
 import { ChatPromptBuilder } from '../../src/tokenizer/index.js';
 import type { ChatRequestLike } from '../../src/tokenizer/index.js';
-import { DESIGN_DIR, FIXTURES_DIR, REPO_ROOT } from '../helpers/paths.js';
+import { DESIGN_DIR, FIXTURES_DIR, NEEDS_SHARED, readSharedJson, REPO_ROOT } from '../helpers/paths.js';
 
 interface TemplateCase {
   id: string;
@@ -22,14 +22,14 @@ interface TemplateCase {
   expected_prompt: string;
 }
 
-const vectors = JSON.parse(readFileSync(join(DESIGN_DIR, 'vectors', 'template-vectors.json'), 'utf8')) as { cases: TemplateCase[] };
+const vectors = readSharedJson<unknown>(join(DESIGN_DIR, 'vectors', 'template-vectors.json'), { cases: [] }) as { cases: TemplateCase[] };
 const MINIMAX_DIR = join(FIXTURES_DIR, 'tiny-minimax-m2');
 const DEEPSEEK_DIR = join(FIXTURES_DIR, 'tiny-deepseek-v32');
 const minimax = ChatPromptBuilder.fromModelDir(MINIMAX_DIR);
 const deepseek = ChatPromptBuilder.fromModelDir(DEEPSEEK_DIR);
 const J32_PATH = join(REPO_ROOT, 'examples', 'chat_template', 'tool_chat_template_deepseekv32.jinja');
 
-test('builders are chosen as SGLang chooses them', () => {
+test('builders are chosen as SGLang chooses them', NEEDS_SHARED, () => {
   assert.equal(minimax.kind, 'jinja');
   assert.equal(deepseek.kind, 'dsv32'); // DeepseekV3* architecture without a chat template
   assert.equal(ChatPromptBuilder.fromModelDir(MINIMAX_DIR, { toolCallParser: 'deepseekv32' }).kind, 'dsv32');
@@ -37,7 +37,7 @@ test('builders are chosen as SGLang chooses them', () => {
 });
 
 for (const c of vectors.cases) {
-  test(`template vector ${c.id}`, () => {
+  test(`template vector ${c.id}`, NEEDS_SHARED, () => {
     const request: ChatRequestLike = { messages: c.messages, tools: c.tools, ...c.kwargs };
     const builder = c.model === 'minimax-m2' ? minimax : deepseek;
     const prompt = builder.build(request);
@@ -53,19 +53,19 @@ const j32 = JSON.parse(readFileSync(join(REPO_ROOT, 'test', 'golden', 'template_
 };
 const j32Builder = ChatPromptBuilder.fromModelDir(DEEPSEEK_DIR, { chatTemplate: J32_PATH, toolCallParser: 'deepseekv31' });
 
-test('examples/chat_template/tool_chat_template_deepseekv32.jinja renders as SGLang renders its example template', () => {
+test('examples/chat_template/tool_chat_template_deepseekv32.jinja renders as SGLang renders its example template', NEEDS_SHARED, () => {
   assert.ok(j32.cases.length >= 9);
   j32.cases.forEach((c, i) => assert.equal(j32Builder.build(c.request).text, c.expected, `golden case ${i}`));
 });
 
-test('deepseekv32 example template: a tool without description is a 400, tool_choice none drops the tools', () => {
+test('deepseekv32 example template: a tool without description is a 400, tool_choice none drops the tools', NEEDS_SHARED, () => {
   const tool = { type: 'function', function: { name: 'f', parameters: { type: 'object' } } };
   assert.throws(() => j32Builder.build({ messages: [{ role: 'user', content: 'x' }], tools: [tool] }), InvalidRequestError);
   const p = j32Builder.build({ messages: [{ role: 'user', content: 'x' }], tools: [tool], tool_choice: 'none' }).text;
   assert.equal(p, '\n\n<｜begin▁of▁sentence｜><｜User｜>x    <｜Assistant｜>      </think>');
 });
 
-test("SGLang's 400s for prompt construction", () => {
+test("SGLang's 400s for prompt construction", NEEDS_SHARED, () => {
   const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object' } } }];
   const user = [{ role: 'user', content: 'hi' }];
   const cases: [ChatRequestLike, RegExp][] = [
@@ -90,7 +90,7 @@ test("SGLang's 400s for prompt construction", () => {
   assert.throws(() => deepseek.build({ messages: [{ role: 'user', content: 'q' }, { role: 'tool', content: 'r' }] }), InvalidRequestError);
 });
 
-test('continue_final_message: the last assistant text is appended raw (DeepSeek: as a second segment)', () => {
+test('continue_final_message: the last assistant text is appended raw (DeepSeek: as a second segment)', NEEDS_SHARED, () => {
   const messages = [{ role: 'user', content: 'Count:' }, { role: 'assistant', content: '1, 2,' }];
   const mm = minimax.build({ messages, continue_final_message: true });
   assert.equal(mm.text, ']~!b[]~b]system\nYou are a helpful assistant.[e~[\n]~b]user\nCount:[e~[\n]~b]ai\n<think>\n1, 2,');
@@ -101,13 +101,13 @@ test('continue_final_message: the last assistant text is appended raw (DeepSeek:
   assert.equal(deepseek.build({ messages }).text, '<｜begin▁of▁sentence｜><｜User｜>Count:<｜Assistant｜></think>1, 2,<｜end▁of▁sentence｜>');
 });
 
-test('content parts: MiniMax keeps text parts (its template iterates content), DeepSeek joins them with a space', () => {
+test('content parts: MiniMax keeps text parts (its template iterates content), DeepSeek joins them with a space', NEEDS_SHARED, () => {
   const messages = [{ role: 'user', content: [{ type: 'text', text: 'Hello' }, { type: 'text', text: 'there' }] }];
   assert.match(minimax.build({ messages }).text, /\]~b\]user\nHellothere\[e~\[/);
   assert.equal(deepseek.build({ messages }).text, '<｜begin▁of▁sentence｜><｜User｜>Hello there<｜Assistant｜></think>');
 });
 
-test("tool schemas keep Python's json.dumps spelling through the raw body (floats, non-ASCII)", () => {
+test("tool schemas keep Python's json.dumps spelling through the raw body (floats, non-ASCII)", NEEDS_SHARED, () => {
   const body = '{"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","description":"météo ☀","parameters":{"type":"object","properties":{"x":{"type":"number","minimum":1.0,"maximum":1e-7,"default":2.50}}}}}]}';
   const req = JSON.parse(body) as ChatRequestLike;
   const want = '{"description": "météo ☀", "name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "number", "minimum": 1.0, "maximum": 1e-07, "default": 2.5}}}, "strict": false}';
@@ -136,7 +136,7 @@ out = [env.from_string(job['template']).render(**ctx) for ctx in job['contexts']
 sys.stdout.write(json.dumps(out))
 `;
 
-test('cross-check: MiniMax rendering equals Python jinja2 (HF environment) on tricky requests', { skip: python().ok ? false : python().reason }, () => {
+test('cross-check: MiniMax rendering equals Python jinja2 (HF environment) on tricky requests', { skip: NEEDS_SHARED.skip || (python().ok ? false : python().reason) }, () => {
   const tool = (name: string, params: unknown, description?: string) => ({ type: 'function', function: { name, description, parameters: params } });
   const bodies = [
     { messages: [{ role: 'user', content: 'x' }], tools: [tool('f', { type: 'object', properties: { a: { type: 'number', minimum: 0.0, maximum: 1e16, multipleOf: 0.001 } } }, 'Ünïcødé 🌍')] },

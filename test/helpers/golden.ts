@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { SHARED_MISSING } from './paths.js';
 
 /** One prompt of golden.json: tokens, reference logits (float64 rounded to JSON), greedy tokens, debug values. */
 export interface GoldenPrompt {
@@ -47,6 +48,8 @@ export interface GoldenFile<P extends GoldenPrompt = GoldenPrompt> {
  * @throws the fs / JSON error when the fixture is missing or malformed (the test file then fails to load)
  */
 export function readGolden<P extends GoldenPrompt = GoldenPrompt>(fixtureDir: string): GoldenFile<P> {
+  // shared/ missing: an empty golden so the module loads; its tests skip (NEEDS_SHARED) and the guard test fails once.
+  if (SHARED_MISSING !== null) return { prompts: [], recommended_tolerances_float32: {} } as unknown as GoldenFile<P>;
   return JSON.parse(readFileSync(join(fixtureDir, 'golden.json'), 'utf8')) as GoldenFile<P>;
 }
 
