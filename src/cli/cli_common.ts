@@ -19,10 +19,28 @@ export type FlagValues = Record<string, string | boolean | undefined>;
  * @throws InvalidRequestError with node's message (e.g. "Unknown option '--x'") for any malformed argv
  */
 export function parseStrictFlags(argv: string[], options: FlagOptions): FlagValues {
+  // `--flag -3`: node's parseArgs refuses a value starting with '-' as "ambiguous"; a negative number is plainly the
+  // flag's value, so pass it as `--flag=-3` and let the flag's own check judge it (e.g. "must be ≥ 0, got '-3'").
+  const args: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const next = argv[i + 1];
+    const name = a.startsWith('--') && !a.includes('=') ? a.slice(2) : null;
+    if (name !== null && options[name]?.type === 'string' && next !== undefined && /^-\d+(\.\d+)?$/.test(next)) {
+      args.push(`${a}=${next}`);
+      i++;
+    } else {
+      args.push(a);
+    }
+  }
   try {
-    return parseArgs({ args: argv, options, strict: true, allowPositionals: false }).values as FlagValues;
+    return parseArgs({ args, options, strict: true, allowPositionals: false }).values as FlagValues;
   } catch (err) {
-    throw new InvalidRequestError((err as Error).message);
+    const message = (err as Error).message;
+    // Any other flag followed by a dash-word: say what is missing, as argparse does, instead of node's three lines.
+    const ambiguous = /^Option '(-[^']+)' argument is ambiguous/.exec(message);
+    if (ambiguous) throw new InvalidRequestError(`argument ${ambiguous[1]}: expected one argument`);
+    throw new InvalidRequestError(message);
   }
 }
 

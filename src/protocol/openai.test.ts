@@ -44,3 +44,22 @@ test('generate request: text or ids, sampling params snake_case', () => {
   assert.equal((g.sampling_params as { max_new_tokens: number }).max_new_tokens, 4);
   assert.throws(() => parseWire(GenerateReqInputSchema, { text: 'a', sampling_params: { max_new_tokens: 'x' } }), /sampling_params/);
 });
+
+test('parseWire names the offending field: absent prompt is "Field required", union members report their inner field', () => {
+  const msg = (schema: Parameters<typeof parseWire>[0], body: unknown): { message: string; param: string | null } => {
+    try {
+      parseWire(schema, body);
+    } catch (e) {
+      assert.ok(e instanceof InvalidRequestError);
+      return { message: e.message, param: e.param };
+    }
+    assert.fail('no error');
+  };
+  assert.deepEqual(msg(CompletionRequestSchema, {}), { message: '1 validation error: prompt: Field required', param: 'prompt' });
+  assert.deepEqual(msg(CompletionRequestSchema, { prompt: 3 }), { message: '1 validation error: prompt: Invalid input', param: 'prompt' });
+  const g = msg(GenerateReqInputSchema, { text: 'a', sampling_params: { max_new_tokens: 'x' } });
+  assert.equal(g.param, 'sampling_params.max_new_tokens');
+  assert.match(g.message, /^1 validation error: sampling_params\.max_new_tokens: Invalid input: expected number, received string$/);
+  const gl = msg(GenerateReqInputSchema, { text: ['a', 'b'], sampling_params: [{}, { temperature: 'hot' }] });
+  assert.equal(gl.param, 'sampling_params.1.temperature');
+});

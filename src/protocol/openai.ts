@@ -124,11 +124,48 @@ export type CompletionRequest = z.infer<typeof CompletionRequestSchema>;
 export function parseWire<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
   const r = schema.safeParse(body);
   if (r.success) return r.data;
-  const issues = r.error.issues;
+  const issues = flattenIssues(r.error.issues as unknown as WireIssue[], []);
   const where = (p: readonly PropertyKey[]) => (p.length ? p.map(String).join('.') : 'body');
-  const parts = issues.map((i) => `${where(i.path)}: ${i.code === 'invalid_type' && i.message.includes('received undefined') ? 'Field required' : i.message}`);
+  // pydantic's wording for an absent field, whatever zod reports for it (invalid_type or a failed union).
+  const reason = (i: { path: PropertyKey[]; message: string }) => (valueAt(body, i.path) === undefined && i.path.length > 0 ? 'Field required' : i.message);
+  const parts = issues.map((i) => `${where(i.path)}: ${reason(i)}`);
   const n = issues.length;
   throw new InvalidRequestError(`${n} validation error${n === 1 ? '' : 's'}: ${parts.join('; ')}`, issues.length ? where(issues[0].path) : null);
+}
+
+/** The parts of a zod issue parseWire reads (union issues carry one issue list per branch). */
+interface WireIssue { code: string; path: PropertyKey[]; message: string; errors?: WireIssue[][] }
+
+/**
+ * Full-path issues; a failed union is replaced by the issues of the branch that got deepest into the value (e.g.
+ * `sampling_params.max_new_tokens` rather than `sampling_params: Invalid input`), when some branch got past its root.
+ */
+function flattenIssues(issues: readonly WireIssue[], prefix: readonly PropertyKey[]): { path: PropertyKey[]; message: string }[] {
+  const out: { path: PropertyKey[]; message: string }[] = [];
+  for (const i of issues) {
+    const path = [...prefix, ...i.path];
+    if (i.code === 'invalid_union' && i.errors && i.errors.length > 0) {
+      let best: WireIssue[] | null = null;
+      let bestDepth = 0;
+      for (const branch of i.errors) {
+        const depth = Math.max(0, ...branch.map((b) => b.path.length));
+        if (depth > bestDepth) { best = branch; bestDepth = depth; }
+      }
+      if (best) { out.push(...flattenIssues(best, path)); continue; }
+    }
+    out.push({ path, message: i.message });
+  }
+  return out;
+}
+
+/** The value at `path` inside a parsed JSON body (undefined when any step is missing). */
+function valueAt(body: unknown, path: readonly PropertyKey[]): unknown {
+  let v: unknown = body;
+  for (const k of path) {
+    if (v === null || typeof v !== 'object') return undefined;
+    v = (v as Record<PropertyKey, unknown>)[k];
+  }
+  return v;
 }
 
 /** SGLang's error body (`ErrorResponse`): every error path returns this object. */

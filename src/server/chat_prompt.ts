@@ -58,7 +58,8 @@ export class JinjaChatPrompt implements ChatPromptSource {
 
   build(request: Record<string, unknown>): ChatPrompt {
     const messages = request.messages;
-    if (!Array.isArray(messages) || messages.length === 0) throw new InvalidRequestError('Messages cannot be empty.');
+    if (!Array.isArray(messages)) throw new InvalidRequestError(`messages: Input should be a valid list (a list of message objects), got ${messages === null ? 'null' : typeof messages}`, 'messages');
+    if (messages.length === 0) throw new InvalidRequestError('Messages cannot be empty.');
     const kwargs = (request.chat_template_kwargs as Record<string, unknown> | null | undefined) ?? {};
     const toolChoice = request.tool_choice;
     const tools = toolChoice === 'none' ? undefined : (request.tools as unknown[] | null | undefined) ?? undefined;

@@ -401,7 +401,8 @@ function splitFinalAssistant(
  * @throws InvalidRequestError with SGLang's messages
  */
 function validateRequest(messages: unknown, tools: unknown[], toolChoice: unknown): void {
-  if (!Array.isArray(messages) || messages.length === 0) throw new InvalidRequestError('Messages cannot be empty.', 'messages');
+  if (!Array.isArray(messages)) throw new InvalidRequestError(`messages: Input should be a valid list (a list of message objects), got ${messages === null ? 'null' : typeof messages}`, 'messages');
+  if (messages.length === 0) throw new InvalidRequestError('Messages cannot be empty.', 'messages');
   if (typeof toolChoice === 'string' && toolChoice.toLowerCase() === 'required' && tools.length === 0) {
     throw new InvalidRequestError('Tools cannot be empty if tool choice is set to required.', 'tool_choice');
   }

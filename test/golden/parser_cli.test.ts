@@ -103,4 +103,10 @@ test('tsglang parse / render-chat binaries: stdin in, one JSON value out', NEEDS
   });
   assert.equal(err.status, 1);
   assert.match(err.stderr, /Messages cannot be empty/);
+  const notList = spawnSync(process.execPath, [TSGLANG_BIN, 'render-chat', '--model-path', join(FIXTURES_DIR, 'tiny-deepseek-v32')], {
+    input: '{"messages": "oops"}',
+    encoding: 'utf8',
+  });
+  assert.equal(notList.status, 1);
+  assert.equal(notList.stderr, 'tsglang render-chat: messages: Input should be a valid list (a list of message objects), got string\n');
 });

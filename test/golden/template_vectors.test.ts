@@ -70,6 +70,7 @@ test("SGLang's 400s for prompt construction", NEEDS_SHARED, () => {
   const user = [{ role: 'user', content: 'hi' }];
   const cases: [ChatRequestLike, RegExp][] = [
     [{ messages: [] }, /Messages cannot be empty/],
+    [{ messages: 'oops' } as unknown as ChatRequestLike, /^messages: Input should be a valid list \(a list of message objects\), got string$/],
     [{ messages: user, tool_choice: 'required' }, /Tools cannot be empty if tool choice is set to required/],
     [{ messages: user, tool_choice: { type: 'function', function: { name: 'x' } } }, /Tools cannot be empty if tool choice is set to a specific tool/],
     [{ messages: user, tools, tool_choice: { type: 'function', function: { name: 'nope' } } }, /Tool 'nope' not found in tools list/],
