@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseServerArgs, validateServerArgs, defaultServerArgs, resolveFlag, SERVER_FLAGS } from './server_args.js';
+import { parseServerArgs, validateServerArgs, defaultServerArgs, resolveFlag, serverArgsHelp, SERVER_FLAGS } from './server_args.js';
 import { engineSlice, httpServerSlice } from './slices.js';
 import { InvalidRequestError, UnsupportedFeatureError } from '../common/index.js';
 
@@ -108,4 +108,18 @@ test('value checks and accepted GPU knobs with notices', () => {
   assert.equal(h.servedModelName, 'served');
   assert.equal(h.enableMetrics, true);
   assert.equal(h.logRequests, true);
+});
+
+test('--threads is an alias of --num-threads (issue #7) and reaches the engine slice', () => {
+  for (const argv of [['--threads', '3'], ['--threads=3'], ['--num-threads', '3']]) {
+    const p = parseServerArgs(['--model-path', '/m', ...argv]);
+    assert.equal(p.args.numThreads, 3, argv.join(' '));
+    assert.ok(p.given.has('num-threads'), 'given records the canonical name');
+    assert.equal(engineSlice(p.args, '/m').numThreads, 3);
+  }
+  assert.equal(resolveFlag('threads').key, 'numThreads');
+  assert.throws(() => parseServerArgs(['--threads', 'x']), (e: unknown) => e instanceof InvalidRequestError && /--num-threads: invalid int value: 'x'/.test(e.message));
+  const zero = parseServerArgs(['--threads', '0']);
+  assert.throws(() => validateServerArgs(zero.args, zero.given), (e: unknown) => e instanceof InvalidRequestError && /--num-threads: must be ≥ 1, got 0/.test(e.message));
+  assert.match(serverArgsHelp(), /--num-threads, --threads INT/);
 });

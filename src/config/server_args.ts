@@ -142,7 +142,7 @@ export const SERVER_FLAGS: readonly FlagSpec[] = [
   { name: 'sampling-defaults', key: 'samplingDefaults', type: 'str', default: 'model', choices: ['model', 'openai'], help: 'defaults for unset sampling params' },
   { name: 'preferred-sampling-params', key: 'preferredSamplingParams', type: 'json', default: null, metavar: 'JSON', help: 'server-side sampling defaults for /generate' },
   { name: 'watchdog-timeout', key: 'watchdogTimeout', type: 'float', default: 300, help: 'seconds one forward may take before the server exits' },
-  { name: 'num-threads', key: 'numThreads', type: 'int', default: null, help: 'tsglang: compute threads of the CPU kernels (default: the engine\'s)' },
+  { name: 'num-threads', aliases: ['threads'], key: 'numThreads', type: 'int', default: null, help: 'tsglang: compute threads of the CPU kernels (default: the engine\'s)' },
   // server, API, observability
   { name: 'host', key: 'host', type: 'str', default: '127.0.0.1', help: 'HTTP bind address' },
   { name: 'port', key: 'port', type: 'int', default: 30000, help: 'HTTP port' },
