@@ -18,6 +18,7 @@ export {
   parseModelConfig,
   parseOverrideArgs,
   parseServerArgs,
+  readKernelEnv,
   readServerEnv,
   servedModelName,
   serverArgsHelp,
@@ -33,6 +34,7 @@ export type {
   ServerArgs,
   ServerArgsCheck,
   ServerEnv,
+  KernelEnv,
 } from './config/index.js';
 
 // Compute backends: createOps picks the native addon when built, else the portable CPU ops.

@@ -9,6 +9,7 @@
 import { appendFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { InvalidRequestError, Logger, Rng, TsglangError } from '../common/index.js';
+import { readKernelEnv } from '../config/index.js';
 import { createOps, defaultThreads, parseOpsBackend } from '../kernels/index.js';
 import type { OpsBackend } from '../kernels/index.js';
 import { SimpleBatchContext } from '../layers/index.js';
@@ -123,7 +124,7 @@ export function parseBenchOneBatchArgs(argv: readonly string[]): BenchOneBatchAr
     if (!/^\d+$/.test(v)) throw new InvalidRequestError(`--${flag} must be a non-negative integer, got '${v}'`, flag);
     return Number(v);
   };
-  const threads = values.threads === undefined ? defaultThreads() : one('threads');
+  const threads = values.threads === undefined ? defaultThreads(readKernelEnv()) : one('threads');
   if (threads < 1) throw new InvalidRequestError('--threads must be ≥ 1', 'threads');
   return {
     modelPath,
@@ -234,7 +235,7 @@ export async function run(argv: string[]): Promise<number> {
   const logger = new Logger('info');
   const print = (line: string): void => void process.stdout.write(line + '\n');
   try {
-    const ops = createOps({ backend: args.backend, threads: args.threads });
+    const ops = createOps({ backend: args.backend, threads: args.threads, env: readKernelEnv() });
     logger.info(`bench-one-batch: backend ${ops.name}, threads ${args.threads}`);
     const { model } = loadModel(args.modelPath, { ops, overrides: args.overrideArgs ?? {}, logger });
     const vocab = model.config.vocabSize;

@@ -2,6 +2,7 @@
 // JSON object on stdout: {"logits": {"<position>": [vocabSize floats]}, "greedy": [ids], "mtp_logits": {"<position>": [...]}}
 // ("greedy" only with --greedy, "mtp_logits" only with --mtp-next-tokens). Logs and the progress bar go to stderr.
 import { InvalidRequestError, Logger, TsglangError } from '../common/index.js';
+import { readKernelEnv } from '../config/index.js';
 import { createOps, defaultThreads } from '../kernels/index.js';
 import { SimpleBatchContext } from '../layers/index.js';
 import { KVPool } from '../mem_cache/index.js';
@@ -77,7 +78,7 @@ export function parseLogitsArgs(argv: string[]): LogitsArgs {
       throw new InvalidRequestError(`--mtp-next-tokens has ${mtpNextTokens.length} ids but the prompt has ${inputIds.length} positions (one next token per position)`, 'mtp-next-tokens');
     }
   }
-  let threads = defaultThreads();
+  let threads = defaultThreads(readKernelEnv());
   if (values.threads !== undefined) {
     const t = String(values.threads);
     if (!/^\d+$/.test(t) || Number(t) < 1) throw new InvalidRequestError(`--threads must be a positive integer, got '${t}'`, 'threads');
@@ -200,7 +201,7 @@ export async function run(argv: string[]): Promise<number> {
   }
   try {
     const logger = new Logger('info');
-    const { model } = loadModel(args.modelPath, { ops: createOps({ threads: args.threads }), overrides: args.overrideArgs ?? {}, logger });
+    const { model } = loadModel(args.modelPath, { ops: createOps({ threads: args.threads, env: readKernelEnv() }), overrides: args.overrideArgs ?? {}, logger });
     const res = computeLogits(model, args.inputIds, args.positions, args.greedy, args.mtpNextTokens);
     process.stdout.write(formatLogitsJson(res) + '\n');
     return 0;

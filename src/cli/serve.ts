@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { InvalidRequestError, Logger, TsglangError, UnsupportedFeatureError } from '../common/index.js';
 import type { LogLevel } from '../common/index.js';
 import {
-  engineSlice, httpServerSlice, parseServerArgs, readServerEnv, servedModelName, serverArgsHelp, validateServerArgs,
+  engineSlice, httpServerSlice, parseServerArgs, readKernelEnv, readServerEnv, servedModelName, serverArgsHelp, validateServerArgs,
 } from '../config/index.js';
 import type { ServerArgs } from '../config/index.js';
 import { Engine } from '../engine/index.js';
@@ -99,7 +99,7 @@ export async function run(argv: string[]): Promise<number> {
     logger.info(`server_args=ServerArgs(${Object.entries(snakeArgs(shown)).map(([k, v]) => `${k}=${pyRepr(v)}`).join(', ')})`);
 
     // 2. engine (worker thread): loads weights, sizes the KV pool
-    engine = await Engine.create({ ...engineSlice(args, modelPath), useWorkerThread: true }, logger);
+    engine = await Engine.create({ ...engineSlice(args, modelPath), kernelEnv: readKernelEnv(), useWorkerThread: true }, logger);
     // 3. HTTP server
     const config = httpServerSlice(args, served);
     const modelConfig = JSON.parse(readFileSync(join(modelPath, 'config.json'), 'utf8')) as { model_type?: string; architectures?: string[] };

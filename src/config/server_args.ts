@@ -380,10 +380,41 @@ export function servedModelName(a: Readonly<ServerArgs>, resolvedModelPath: stri
   return a.servedModelName ?? a.modelPath ?? resolvedModelPath;
 }
 
+/** The kernel backend's environment variables (read here; createOps / loadNativeAddon receive them). */
+export interface KernelEnv {
+  /** $TSGLANG_NATIVE_ADDON: path of the native addon (null: the built one under native/build/Release). */
+  readonly nativeAddonPath: string | null;
+  /** $TSGLANG_NATIVE=0 disables the native addon. */
+  readonly nativeDisabled: boolean;
+  /** $TSGLANG_THREADS when an integer ≥ 1, else null (then: the available cores). */
+  readonly threads: number | null;
+  /** $TSGLANG_BACKEND as given, 'auto' when unset or empty (validated by kernels' parseOpsBackend). */
+  readonly backend: string;
+  /** $TSGLANG_GEMM: 'blas' selects the BLAS large-M matmul, anything else the batch-invariant 'own'. */
+  readonly gemm: 'own' | 'blas';
+}
+
 /** Environment variables tsglang reads (only here). */
-export interface ServerEnv {
+export interface ServerEnv extends KernelEnv {
   /** $HOME/.cache/tsglang, or $TSGLANG_CACHE_DIR. */
   readonly cacheDir: string;
+}
+
+/**
+ * Reads the kernel backend's environment variables (TSGLANG_NATIVE_ADDON, TSGLANG_NATIVE, TSGLANG_THREADS,
+ * TSGLANG_BACKEND, TSGLANG_GEMM).
+ * @param env process.env or a test copy
+ */
+export function readKernelEnv(env: NodeJS.ProcessEnv = process.env): KernelEnv {
+  const rawThreads = env.TSGLANG_THREADS;
+  const n = rawThreads !== undefined && rawThreads !== '' ? Number(rawThreads) : NaN;
+  return {
+    nativeAddonPath: env.TSGLANG_NATIVE_ADDON ?? null,
+    nativeDisabled: env.TSGLANG_NATIVE === '0',
+    threads: Number.isInteger(n) && n >= 1 ? n : null,
+    backend: env.TSGLANG_BACKEND || 'auto',
+    gemm: env.TSGLANG_GEMM === 'blas' ? 'blas' : 'own',
+  };
 }
 
 /**
@@ -392,5 +423,5 @@ export interface ServerEnv {
  */
 export function readServerEnv(env: NodeJS.ProcessEnv = process.env): ServerEnv {
   const home = env.HOME ?? env.USERPROFILE ?? '.';
-  return { cacheDir: env.TSGLANG_CACHE_DIR || `${home}/.cache/tsglang` };
+  return { cacheDir: env.TSGLANG_CACHE_DIR || `${home}/.cache/tsglang`, ...readKernelEnv(env) };
 }

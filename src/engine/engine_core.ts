@@ -95,7 +95,7 @@ export class EngineCore {
     let cm: CoreModel;
     if (injected) cm = injected;
     else {
-      const loaded = loadModel(options.modelPath, { ops: createOps(options.numThreads !== undefined ? { threads: options.numThreads } : {}), overrides: options.jsonModelOverrideArgs ?? {}, logger });
+      const loaded = loadModel(options.modelPath, { ops: createOps({ ...(options.numThreads !== undefined ? { threads: options.numThreads } : {}), ...(options.kernelEnv ? { env: options.kernelEnv } : {}) }), overrides: options.jsonModelOverrideArgs ?? {}, logger });
       const gen = tokenizer?.eosTokenIds ?? [];
       const cfgEos = loaded.config.raw['eos_token_id'];
       const eos = gen.length > 0 ? gen : Array.isArray(cfgEos) ? (cfgEos as number[]) : typeof cfgEos === 'number' ? [cfgEos] : [];

@@ -4,6 +4,7 @@
 //   server ──GenerateRequest──▶ Engine (tokenizer_manager, main thread)
 //          ──TokenizedReq──▶ scheduler + model + detokenizer (worker thread, or in-process for tests)
 //          ◀──GenerateOutput (AsyncIterable, one per emission)── Engine
+import type { KernelEnv } from '../config/index.js';
 import type { SamplingParamsInput } from '../sampling/index.js';
 import type { FinishReasonData, SchedulePolicy } from '../scheduler/index.js';
 
@@ -127,6 +128,8 @@ export interface EngineOptions {
   readonly skipTokenizerInit?: boolean;
   /** Compute threads for the model kernels (default 1). */
   readonly numThreads?: number;
+  /** Kernel environment variables (config's readKernelEnv(); default: read when the model loads). */
+  readonly kernelEnv?: KernelEnv;
   /** Run scheduler + model in a worker thread (default true; tests use false = in-process). */
   readonly useWorkerThread?: boolean;
   /** 'debug' | 'info' | 'warning' | 'error'. */

@@ -1,6 +1,8 @@
 // Backend selection: `createOps({ backend, threads })` for the loader, model runner and CLI.
 import { availableParallelism } from 'node:os';
 import { InvalidRequestError } from '../../common/index.js';
+import { readKernelEnv } from '../../config/index.js';
+import type { KernelEnv } from '../../config/index.js';
 import type { Ops } from '../ops.js';
 import { CpuOps } from '../cpu/cpu_ops.js';
 import { loadNativeAddon } from './native_addon.js';
@@ -10,8 +12,10 @@ import type { GemmMode } from './native_ops.js';
 /** 'native' = the C++ addon (error if unavailable), 'cpu' = the TypeScript reference, 'auto' = native else cpu. */
 export type OpsBackend = 'auto' | 'native' | 'cpu';
 
-/** Options of createOps. Unset fields come from env TSGLANG_BACKEND / TSGLANG_THREADS / TSGLANG_GEMM, then defaults. */
+/** Options of createOps. Unset fields come from `env` (TSGLANG_BACKEND / TSGLANG_THREADS / TSGLANG_GEMM), then defaults. */
 export interface CreateOpsOptions {
+  /** The kernel environment variables, read by config's readKernelEnv() (default: read now). */
+  readonly env?: KernelEnv;
   readonly backend?: OpsBackend;
   /** Compute threads incl. the calling thread (native only); default: available cores. */
   readonly threads?: number;
@@ -29,14 +33,12 @@ export function parseOpsBackend(value: string, what = 'backend'): OpsBackend {
   throw new InvalidRequestError(`${what} must be one of auto, native, cpu; got '${value}'`, what);
 }
 
-/** Default compute threads: env TSGLANG_THREADS, else the available cores. */
-export function defaultThreads(): number {
-  const env = process.env.TSGLANG_THREADS;
-  if (env !== undefined && env !== '') {
-    const n = Number(env);
-    if (Number.isInteger(n) && n >= 1) return n;
-  }
-  return Math.max(1, availableParallelism());
+/**
+ * Default compute threads: env TSGLANG_THREADS, else the available cores.
+ * @param env the kernel environment (default: config's readKernelEnv())
+ */
+export function defaultThreads(env: Pick<KernelEnv, 'threads'> = readKernelEnv()): number {
+  return env.threads ?? Math.max(1, availableParallelism());
 }
 
 /** True when the native addon is built and loads on this CPU. */
@@ -50,14 +52,14 @@ export function nativeBackendAvailable(): boolean {
  * @throws InvalidRequestError for backend 'native' when the addon is unavailable, or threads < 1
  */
 export function createOps(options: CreateOpsOptions = {}): Ops {
-  const backend = options.backend ?? parseOpsBackend(process.env.TSGLANG_BACKEND || 'auto', 'TSGLANG_BACKEND');
-  const threads = options.threads ?? defaultThreads();
+  const env = options.env ?? readKernelEnv();
+  const backend = options.backend ?? parseOpsBackend(env.backend, 'TSGLANG_BACKEND');
+  const threads = options.threads ?? defaultThreads(env);
   if (!Number.isInteger(threads) || threads < 1) throw new InvalidRequestError(`threads must be an integer ≥ 1, got ${threads}`, 'threads');
   if (backend === 'cpu') return new CpuOps();
-  const status = loadNativeAddon();
+  const status = loadNativeAddon(env);
   if (status.addon) {
-    const envGemm = process.env.TSGLANG_GEMM;
-    const gemm = options.gemm ?? (envGemm === 'blas' ? 'blas' : 'own');
+    const gemm = options.gemm ?? env.gemm;
     return new NativeOps(status.addon, { threads, gemm });
   }
   if (backend === 'native') throw new InvalidRequestError(`native backend unavailable: ${status.reason}`, 'backend');

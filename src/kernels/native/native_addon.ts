@@ -4,6 +4,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
+import { readKernelEnv } from '../../config/index.js';
+import type { KernelEnv } from '../../config/index.js';
 
 /** An opaque native object (thread pool / weight view), owned by the JS garbage collector. */
 export type NativeHandle = { readonly __nativeHandle: unique symbol };
@@ -64,14 +66,16 @@ function missingCpuFeatures(): string[] | null {
 }
 
 /**
- * Loads the addon once per process (env TSGLANG_NATIVE_ADDON overrides the path; TSGLANG_NATIVE=0 disables it).
+ * Loads the addon once per process (the first call's settings win).
+ * @param env nativeAddonPath overrides the path, nativeDisabled disables the addon (default: config's readKernelEnv(),
+ *   i.e. env TSGLANG_NATIVE_ADDON / TSGLANG_NATIVE=0)
  * @returns the addon or null with the reason; never throws
  */
-export function loadNativeAddon(): NativeAddonStatus {
+export function loadNativeAddon(env: Pick<KernelEnv, 'nativeAddonPath' | 'nativeDisabled'> = readKernelEnv()): NativeAddonStatus {
   if (cached) return cached;
-  const path = process.env.TSGLANG_NATIVE_ADDON ?? defaultAddonPath();
+  const path = env.nativeAddonPath ?? defaultAddonPath();
   const fail = (reason: string): NativeAddonStatus => (cached = { addon: null, path, reason });
-  if (process.env.TSGLANG_NATIVE === '0') return fail('disabled by TSGLANG_NATIVE=0');
+  if (env.nativeDisabled) return fail('disabled by TSGLANG_NATIVE=0');
   if (!existsSync(path)) return fail(`native addon not built (${path} missing; run \`npm run build:native\`)`);
   const missing = missingCpuFeatures();
   if (missing && missing.length > 0) return fail(`CPU lacks ${missing.join(', ')} (the addon needs AVX2, FMA and F16C)`);
