@@ -1,4 +1,4 @@
-// `tsglang make-tiny --arch minimax-m2 --out DIR [--seed S] [--preset tiny] [--num-shards N]
+// `tsglang make-tiny --arch minimax-m2 --out DIR [--seed S] [--preset tiny|bench] [--num-shards N]
 // [--json-model-override-args JSON]`: writes a deterministic tiny random checkpoint (config.json + FP8 safetensors
 // shards + index) of a registered architecture. Tokenizer files and the chat template are added by the tokenizer
 // step below (owned by the HTTP-edge work, D2).
@@ -10,13 +10,13 @@ import { MODEL_DEFINITIONS } from '../models/index.js';
 import { tinyTokenizerFamily, tinyTokenizerSpec, writeTinyTokenizer } from '../tokenizer/index.js';
 import { parseStrictFlags } from './cli_common.js';
 
-const USAGE = `usage: tsglang make-tiny --arch ARCH --out DIR [--seed S] [--preset tiny] [--num-shards N]
+const USAGE = `usage: tsglang make-tiny --arch ARCH --out DIR [--seed S] [--preset tiny|bench] [--num-shards N]
                          [--json-model-override-args JSON]
 
   --arch ARCH      architecture: ${MODEL_DEFINITIONS.flatMap((d) => d.tinyArchNames).join(', ')}
   --out DIR        output directory (created if missing; existing files are overwritten)
   --seed S         PRNG seed (default 0)
-  --preset NAME    size preset (default tiny)
+  --preset NAME    size preset: tiny (tests) or bench (a few hundred million parameters, FP8; default tiny)
   --num-shards N   safetensors shards (default 2; 1 writes a single model.safetensors)
   --json-model-override-args JSON   config.json fields replacing the preset's
 `;

@@ -274,11 +274,22 @@ export function mtpLayerOf(model: CausalLM): DeepseekMtpLayer | null {
 }
 
 /**
- * Tiny config for `make-tiny --arch deepseek-v32 | deepseek-v3` (every released field, shrunk sizes; preset 'tiny').
+ * Sizes of the `bench` preset of `make-tiny --arch deepseek-v32 | deepseek-v3` on top of 'tiny' (a few hundred million
+ * parameters, FP8 block weights); the index_* fields apply to deepseek-v32 only.
+ */
+export const DEEPSEEK_BENCH_SIZES: Readonly<Record<string, unknown>> = Object.freeze({
+  hidden_size: 1024, num_hidden_layers: 8, num_attention_heads: 16, q_lora_rank: 384, kv_lora_rank: 256, qk_nope_head_dim: 64,
+  qk_rope_head_dim: 32, v_head_dim: 64, n_routed_experts: 32, num_experts_per_tok: 4, n_group: 4, topk_group: 2,
+  moe_intermediate_size: 512, intermediate_size: 2048, vocab_size: 32000, index_head_dim: 64, index_n_heads: 16, index_topk: 256,
+});
+
+/**
+ * Tiny config for `make-tiny --arch deepseek-v32 | deepseek-v3` (every released field, shrunk sizes).
+ * @param preset 'tiny' (tests) or 'bench' (DEEPSEEK_BENCH_SIZES on top, benchmarks)
  * @throws InvalidRequestError for an unknown preset
  */
 function deepseekTinyConfig(isV32: boolean, preset: string): Record<string, unknown> {
-  if (preset !== 'tiny') throw new InvalidRequestError(`unknown --preset '${preset}' for ${isV32 ? 'deepseek-v32' : 'deepseek-v3'} (known: tiny)`, 'preset');
+  if (preset !== 'tiny' && preset !== 'bench') throw new InvalidRequestError(`unknown --preset '${preset}' for ${isV32 ? 'deepseek-v32' : 'deepseek-v3'} (known: tiny, bench)`, 'preset');
   const cfg: Record<string, unknown> = {
     architectures: [isV32 ? 'DeepseekV32ForCausalLM' : 'DeepseekV3ForCausalLM'],
     model_type: isV32 ? 'deepseek_v32' : 'deepseek_v3',
@@ -296,6 +307,9 @@ function deepseekTinyConfig(isV32: boolean, preset: string): Record<string, unkn
     vocab_size: 512,
   };
   if (isV32) Object.assign(cfg, { index_head_dim: 64, index_n_heads: 8, index_topk: 16 });
+  if (preset === 'bench') {
+    for (const [k, v] of Object.entries(DEEPSEEK_BENCH_SIZES)) if (isV32 || !k.startsWith('index_')) cfg[k] = v;
+  }
   return cfg;
 }
 

@@ -289,9 +289,28 @@ export class MiniMaxM2ForCausalLM implements CausalLM {
   }
 }
 
-/** config.json for `make-tiny --arch minimax-m2` (every released field, sizes shrunk; model-spec §2.1). */
+/**
+ * Sizes of the `bench` preset of `make-tiny --arch minimax-m2` on top of 'tiny': a few hundred million parameters, FP8
+ * block weights, the shape of the llama.cpp peer's bench model (shared/tools/llamacpp-peer/README.md).
+ */
+export const MINIMAX_M2_BENCH_SIZES: Readonly<Record<string, unknown>> = Object.freeze({
+  hidden_size: 1024, num_hidden_layers: 8, num_attention_heads: 16, num_key_value_heads: 4, head_dim: 128, rotary_dim: 64,
+  num_local_experts: 32, num_experts_per_tok: 4, intermediate_size: 512, vocab_size: 32000, attn_type_list: Array(8).fill(1),
+});
+
+/**
+ * config.json for `make-tiny --arch minimax-m2` (every released field, sizes shrunk; model-spec §2.1).
+ * @param preset 'tiny' (a few hundred thousand parameters, tests) or 'bench' (MINIMAX_M2_BENCH_SIZES, benchmarks)
+ * @throws InvalidRequestError for an unknown preset
+ */
 function tinyConfig(preset: string): Record<string, unknown> {
-  if (preset !== 'tiny') throw new InvalidRequestError(`unknown --preset '${preset}' for minimax-m2 (known: tiny)`, 'preset');
+  if (preset !== 'tiny' && preset !== 'bench') throw new InvalidRequestError(`unknown --preset '${preset}' for minimax-m2 (known: tiny, bench)`, 'preset');
+  const tiny = miniMaxTinyPreset();
+  return preset === 'bench' ? { ...tiny, ...structuredClone(MINIMAX_M2_BENCH_SIZES) } : tiny;
+}
+
+/** The 'tiny' preset's config.json. */
+function miniMaxTinyPreset(): Record<string, unknown> {
   return {
     architectures: ['MiniMaxM2ForCausalLM'],
     attn_type_list: [1, 1],
