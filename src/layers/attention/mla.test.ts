@@ -1,8 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Rng } from '../../common/index.js';
-import { createCpuOps } from '../../kernels/index.js';
-import { mlaAbsorbOutput, mlaAbsorbQuery, mlaExpandKv, mlaExpandedAttention, mlaLatentWidth } from './mla.js';
+import { createCpuOps, createOps, nativeBackendAvailable } from '../../kernels/index.js';
+import type { Ops } from '../../kernels/index.js';
+import { mlaAbsorbOutput, mlaAbsorbOutputOps, mlaAbsorbQuery, mlaAbsorbQueryOps, mlaExpandKv, mlaExpandedAttention, mlaLatentWidth, prepareMlaAbsorbWeights } from './mla.js';
 import type { MlaDims } from './mla.js';
 
 const D: MlaDims = { numHeads: 3, qkNopeHeadDim: 8, qkRopeHeadDim: 4, vHeadDim: 6, kvLoraRank: 10 };
@@ -81,3 +82,33 @@ test('expanded MLA equals a naive per-head softmax attention written from the sp
     }
   }
 });
+
+const backends: [string, () => Ops][] = [['cpu-ref', createCpuOps]];
+if (nativeBackendAvailable()) backends.push(['native', () => createOps({ backend: 'native', threads: 2 })]);
+for (const [name, makeOps] of backends) {
+  test(`[${name}] absorb through ops.matmul on per-head kv_b_proj weights equals the loop form (1e-5); a row alone == in a batch`, () => {
+    const rng = new Rng(7);
+    const { numHeads: H, qkNopeHeadDim: dn, qkRopeHeadDim: dr, vHeadDim: dv, kvLoraRank: r } = D;
+    const T = 5;
+    const g = (n: number, s = 1) => Float32Array.from({ length: n }, () => rng.nextGaussian() * s);
+    const q = g(T * H * (dn + dr));
+    const wKvB = g(H * (dn + dv) * r, 0.3);
+    const latentOut = g(T * H * r);
+    const ops = makeOps();
+    const w = prepareMlaAbsorbWeights(ops, wKvB, D);
+    const pairs: [Float32Array, Float32Array][] = [
+      [mlaAbsorbQueryOps(ops, q, T, w, D), mlaAbsorbQuery(q, T, wKvB, D)],
+      [mlaAbsorbOutputOps(ops, latentOut, T, w, D), mlaAbsorbOutput(latentOut, T, wKvB, D)],
+    ];
+    for (const [a, b] of pairs) {
+      assert.equal(a.length, b.length);
+      for (let i = 0; i < a.length; i++) assert.ok(Math.abs(a[i] - b[i]) <= 1e-5 * (1 + Math.abs(b[i])), `${i}: ${a[i]} vs ${b[i]}`);
+    }
+    const t = 3;
+    const qRow = q.subarray(t * H * (dn + dr), (t + 1) * H * (dn + dr));
+    assert.deepEqual(mlaAbsorbQueryOps(ops, qRow, 1, w, D), pairs[0][0].subarray(t * H * (r + dr), (t + 1) * H * (r + dr)));
+    const lRow = latentOut.subarray(t * H * r, (t + 1) * H * r);
+    assert.deepEqual(mlaAbsorbOutputOps(ops, lRow, 1, w, D), pairs[1][0].subarray(t * H * dv, (t + 1) * H * dv));
+    assert.throws(() => prepareMlaAbsorbWeights(ops, wKvB.subarray(1), D), /kv_b_proj/);
+  });
+}

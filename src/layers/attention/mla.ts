@@ -3,7 +3,7 @@
 // (MHA) form for one query token over chosen keys. Both agree up to f32 rounding. Pure maths; the projections live in
 // the model.
 import { InternalError } from '../../common/index.js';
-import type { Ops, RopeParams, SparseKeys, Weight } from '../../kernels/index.js';
+import type { Ops, RopeParams, SparseKeys, StoredTensor, Weight } from '../../kernels/index.js';
 import type { ForwardBatch } from '../forward_batch.js';
 import type { DsaIndexer } from './dsa_indexer.js';
 //
@@ -79,6 +79,93 @@ export function mlaAbsorbOutput(latentOut: Float32Array, numTokens: number, wKvB
         out[(t * numHeads + h) * dv + v] = acc;
       }
     }
+  }
+  return out;
+}
+
+/**
+ * kv_b_proj split per head for the absorbed form, held by the backend so its GEMM does the per-head products:
+ * `wUkT[h]` = `W_UK[h]ᵀ` [kvLoraRank, dn] (so `q_nope[h] · W_UK[h]` = `matmul(q_nope[h], wUkT[h])`) and `wUv[h]` =
+ * `W_UV[h]` [dv, kvLoraRank] (so `ô[h] · W_UV[h]ᵀ` = `matmul(ô[h], wUv[h])`).
+ */
+export interface MlaAbsorbWeights {
+  readonly wUkT: readonly Weight[];
+  readonly wUv: readonly Weight[];
+}
+
+/** An f32 tensor handed to ops.prepareWeight (a byte view, no copy). */
+function f32Stored(name: string, shape: readonly number[], data: Float32Array): StoredTensor {
+  return { name, dtype: 'f32', shape, bytes: new Uint8Array(data.buffer, data.byteOffset, data.byteLength) };
+}
+
+/**
+ * Splits kv_b_proj into per-head `W_UK[h]ᵀ` / `W_UV[h]` backend weights (once, at load).
+ * @param wKvB [numHeads·(dn+dv), kvLoraRank] f32 dequantised kv_b_proj weight
+ * @throws InternalError when wKvB's length does not match the dims
+ */
+export function prepareMlaAbsorbWeights(ops: Ops, wKvB: Float32Array, d: MlaDims): MlaAbsorbWeights {
+  const { numHeads, qkNopeHeadDim: dn, vHeadDim: dv, kvLoraRank: r } = d;
+  if (wKvB.length !== numHeads * (dn + dv) * r) {
+    throw new InternalError(`kv_b_proj has ${wKvB.length} values, expected ${numHeads}×(${dn}+${dv})×${r}`);
+  }
+  const wUkT: Weight[] = [];
+  const wUv: Weight[] = [];
+  for (let h = 0; h < numHeads; h++) {
+    const base = h * (dn + dv) * r;
+    const t = new Float32Array(r * dn);
+    for (let i = 0; i < dn; i++) for (let c = 0; c < r; c++) t[c * dn + i] = wKvB[base + i * r + c];
+    wUkT.push(ops.prepareWeight(f32Stored(`kv_b_proj.w_uk_t.${h}`, [r, dn], t)));
+    const uv = wKvB.subarray(base + dn * r, base + (dn + dv) * r);
+    wUv.push(ops.prepareWeight(f32Stored(`kv_b_proj.w_uv.${h}`, [dv, r], uv)));
+  }
+  return { wUkT, wUv };
+}
+
+/**
+ * {@link mlaAbsorbQuery} through the backend's matmul: per head, gathers `q_nope[:, h]` [numTokens, dn] and multiplies
+ * by `W_UK[h]ᵀ`. Rows stay independent (batch invariant).
+ * @param q [numTokens, numHeads, dn+dr] f32 (rope part already rotated)
+ * @returns [numTokens, numHeads, kvLoraRank+dr] f32
+ */
+export function mlaAbsorbQueryOps(ops: Ops, q: Float32Array, numTokens: number, w: MlaAbsorbWeights, d: MlaDims): Float32Array {
+  const { numHeads: H, qkNopeHeadDim: dn, qkRopeHeadDim: dr, kvLoraRank: r } = d;
+  const out = new Float32Array(numTokens * H * (r + dr));
+  const x = new Float32Array(numTokens * dn);
+  const y = new Float32Array(numTokens * r);
+  for (let h = 0; h < H; h++) {
+    for (let t = 0; t < numTokens; t++) {
+      const qOff = (t * H + h) * (dn + dr);
+      x.set(q.subarray(qOff, qOff + dn), t * dn);
+    }
+    ops.matmul(x, numTokens, w.wUkT[h], y);
+    for (let t = 0; t < numTokens; t++) {
+      const o = (t * H + h) * (r + dr);
+      out.set(y.subarray(t * r, (t + 1) * r), o);
+      const qOff = (t * H + h) * (dn + dr) + dn;
+      out.set(q.subarray(qOff, qOff + dr), o + r);
+    }
+  }
+  return out;
+}
+
+/**
+ * {@link mlaAbsorbOutput} through the backend's matmul: per head, gathers `ô[:, h]` [numTokens, kvLoraRank] and
+ * multiplies by `W_UV[h]ᵀ`. Rows stay independent (batch invariant).
+ * @param latentOut [numTokens, numHeads, kvLoraRank] f32
+ * @returns [numTokens, numHeads, dv] f32
+ */
+export function mlaAbsorbOutputOps(ops: Ops, latentOut: Float32Array, numTokens: number, w: MlaAbsorbWeights, d: MlaDims): Float32Array {
+  const { numHeads: H, vHeadDim: dv, kvLoraRank: r } = d;
+  const out = new Float32Array(numTokens * H * dv);
+  const x = new Float32Array(numTokens * r);
+  const y = new Float32Array(numTokens * dv);
+  for (let h = 0; h < H; h++) {
+    for (let t = 0; t < numTokens; t++) {
+      const l = (t * H + h) * r;
+      x.set(latentOut.subarray(l, l + r), t * r);
+    }
+    ops.matmul(x, numTokens, w.wUv[h], y);
+    for (let t = 0; t < numTokens; t++) out.set(y.subarray(t * dv, (t + 1) * dv), (t * H + h) * dv);
   }
   return out;
 }
@@ -204,13 +291,19 @@ export interface MlaOptions {
  * on that row and the cache (batch invariant).
  */
 export class MlaAttention {
+  /** kv_b_proj split per head for the absorbed form (backend weights). */
+  private readonly absorb: MlaAbsorbWeights;
+
+  /** @throws InternalError when kv_b_proj does not match dims */
   constructor(
     private readonly ops: Ops,
     private readonly w: MlaWeights,
     readonly dims: MlaDims,
     private readonly opts: MlaOptions,
     private readonly indexer: DsaIndexer | null,
-  ) {}
+  ) {
+    this.absorb = prepareMlaAbsorbWeights(ops, w.kvBProj, dims);
+  }
 
   /**
    * @param hidden [numTokens, hiddenSize] f32 normalised layer input
@@ -259,12 +352,12 @@ export class MlaAttention {
   private absorbedAttention(q: Float32Array, batch: ForwardBatch, latent: Float32Array, sparse: SparseKeys | undefined): Float32Array {
     const T = batch.numTokens;
     const { numHeads: H, qkRopeHeadDim: dr, kvLoraRank: r } = this.dims;
-    const qMqa = mlaAbsorbQuery(q, T, this.w.kvBProj, this.dims);
+    const qMqa = mlaAbsorbQueryOps(this.ops, q, T, this.absorb, this.dims);
     const latentOut = this.ops.attention(qMqa, T, {
       numHeads: H, numKvHeads: 1, headDim: r + dr, vHeadDim: r, scale: this.opts.scale,
       kBuf: latent, kRowWidth: r + dr, kOffset: 0, vBuf: latent, vRowWidth: r + dr, vOffset: 0,
     }, batch, sparse);
-    return mlaAbsorbOutput(latentOut, T, this.w.kvBProj, this.dims);
+    return mlaAbsorbOutputOps(this.ops, latentOut, T, this.absorb, this.dims);
   }
 
   /** Expanded MHA: keys/values of every visible position expanded through kv_b_proj. @returns [T, H, dv] */
