@@ -46,13 +46,7 @@ void attendHeads(const float* const* qh, const float* kBase, const float* vBase,
   float inv[NH];
   for (int i = 0; i < NH; i++) {
     float* sc = scoreBuf + i * stride;
-    float mx = -INFINITY;
-    for (int64_t s = 0; s < numKeys; s++) mx = sc[s] > mx ? sc[s] : mx;
-    const __m256 vm = _mm256_set1_ps(mx);
-    int64_t s = 0;
-    for (; s + 8 <= numKeys; s += 8) _mm256_storeu_ps(sc + s, exp8(_mm256_sub_ps(_mm256_loadu_ps(sc + s), vm)));
-    for (int64_t r = s; r < numKeys; r++) sc[r] -= mx;
-    expArray(sc + s, sc + s, numKeys - s);
+    expMinusMax(sc, sc, numKeys);
     double sum = 0;
     for (int64_t r = 0; r < numKeys; r++) sum += sc[r];
     inv[i] = numKeys > 0 ? static_cast<float>(1.0 / sum) : 0.0f;

@@ -3,6 +3,7 @@
 // so results never depend on which kernel, tile or thread computed them.
 #pragma once
 
+#include <cmath>
 #include <immintrin.h>
 
 #include <cstddef>
@@ -146,6 +147,21 @@ static inline void expArray(const float* in, float* out, int64_t n) {
     _mm256_store_ps(t, exp8(_mm256_load_ps(t)));
     for (int64_t j = i; j < n; j++) out[j] = t[j - i];
   }
+}
+
+/**
+ * y[i] = exp(x[i] − max(x)) for a row of `n` floats (x may equal y): the shared first half of every softmax.
+ * @returns max(x) (−inf for n = 0)
+ */
+static inline float expMinusMax(const float* x, float* y, int64_t n) {
+  float mx = -INFINITY;
+  for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+  const __m256 vm = _mm256_set1_ps(mx);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm)));
+  for (int64_t r = i; r < n; r++) y[r] = x[r] - mx;
+  expArray(y + i, y + i, n - i);
+  return mx;
 }
 
 }  // namespace tsg

@@ -115,16 +115,11 @@ void softmax(ThreadPool& pool, const float* x, int64_t rows, int64_t width, floa
   forRows(pool, rows, width, [&](int64_t r) {
     const float* xr = x + r * width;
     float* yr = y + r * width;
-    float mx = -INFINITY;
-    for (int64_t i = 0; i < width; i++) mx = xr[i] > mx ? xr[i] : mx;
-    const __m256 vm = _mm256_set1_ps(mx);
-    int64_t i = 0;
-    for (; i + 8 <= width; i += 8) _mm256_storeu_ps(yr + i, exp8(_mm256_sub_ps(_mm256_loadu_ps(xr + i), vm)));
-    for (; i < width; i++) yr[i] = xr[i] - mx;
-    expArray(yr + (width & ~int64_t(7)), yr + (width & ~int64_t(7)), width & 7);
+    expMinusMax(xr, yr, width);
     const double inv = 1.0 / sumF64(yr, width);
     const __m256d vinv = _mm256_set1_pd(inv);
-    for (i = 0; i + 4 <= width; i += 4)
+    int64_t i = 0;
+    for (; i + 4 <= width; i += 4)
       _mm_storeu_ps(yr + i, _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_cvtps_pd(_mm_loadu_ps(yr + i)), vinv)));
     for (; i < width; i++) yr[i] = static_cast<float>(yr[i] * inv);
   });
