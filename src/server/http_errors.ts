@@ -4,6 +4,7 @@
 // ErrorResponse with type "BadRequestError" / "InternalServerError"; auth → 401 {"error":"Unauthorized"}.
 import { TsglangError, type ErrorKind } from '../common/index.js';
 import type { ErrorResponse } from '../protocol/index.js';
+import type { Exchange } from './context.js';
 
 /** An HTTP status with its JSON body. */
 export interface HttpError {
@@ -98,4 +99,21 @@ export function toGenerateHttpError(err: unknown): HttpError {
   const e = toHttpError(err);
   const message = (e.body as { message?: string }).message ?? String(err);
   return { status: e.status, body: { error: { message } } };
+}
+
+/**
+ * Runs a request-body validation; if it throws, replies with the mapped error (OpenAI routes: a 400 validation
+ * body) and returns null, so a handler can `if (req === null) return;`.
+ * @param parse validates the body and returns the typed request (throws on invalid input)
+ * @param toError error → status + body (default: the OpenAI request-validation mapping)
+ * @returns the parsed request, or null after an error response was sent
+ */
+export function parseOrReply<T>(ex: Exchange, parse: () => T, toError: (err: unknown) => HttpError = (err) => toHttpError(err, true)): T | null {
+  try {
+    return parse();
+  } catch (err) {
+    const e = toError(err);
+    ex.sendJson(e.status, e.body);
+    return null;
+  }
 }

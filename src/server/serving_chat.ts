@@ -7,7 +7,7 @@ import type { GenerateOutput } from '../engine/index.js';
 import type { Tokenizer } from '../tokenizer/index.js';
 import type { Exchange, ServerDeps } from './context.js';
 import type { ChatDelta, ChatParseRequest } from './chat_output.js';
-import { abortHttpError, toHttpError } from './http_errors.js';
+import { abortHttpError, parseOrReply, toHttpError } from './http_errors.js';
 import { collectChoices, matchedStop, newRid, nowSeconds, openaiFinishReason, openaiSamplingParams, type ChoiceResult } from './request_utils.js';
 
 /**
@@ -41,14 +41,8 @@ function usageOf(choices: readonly ChoiceResult[], deps: ServerDeps): UsageInfo 
  * @param rawBody the body text (passed to the prompt builder)
  */
 export async function handleChatCompletion(deps: ServerDeps, ex: Exchange, body: unknown, rawBody: string): Promise<void> {
-  let req;
-  try {
-    req = parseWire(ChatCompletionRequestSchema, body);
-  } catch (err) {
-    const e = toHttpError(err, true);
-    ex.sendJson(e.status, e.body);
-    return;
-  }
+  const req = parseOrReply(ex, () => parseWire(ChatCompletionRequestSchema, body));
+  if (req === null) return;
   const rid = req.rid ?? newRid();
   const id = `chatcmpl-${rid}`;
   const created = nowSeconds();

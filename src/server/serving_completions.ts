@@ -6,7 +6,7 @@ import { InvalidRequestError } from '../common/index.js';
 import type { GenerateOutput } from '../engine/index.js';
 import type { Tokenizer } from '../tokenizer/index.js';
 import type { Exchange, ServerDeps } from './context.js';
-import { abortHttpError, toHttpError } from './http_errors.js';
+import { abortHttpError, parseOrReply, toHttpError } from './http_errors.js';
 import { emptyChoice, accumulate, matchedStop, mergeAsync, newRid, nowSeconds, openaiFinishReason, openaiSamplingParams, type ChoiceResult } from './request_utils.js';
 
 type CompletionLogprobs = NonNullable<CompletionResponse['choices'][0]['logprobs']>;
@@ -28,14 +28,8 @@ export function completionLogprobs(tok: Tokenizer | null, tokenLps: readonly (re
 
 /** Handles one completion request. */
 export async function handleCompletion(deps: ServerDeps, ex: Exchange, body: unknown): Promise<void> {
-  let req;
-  try {
-    req = parseWire(CompletionRequestSchema, body);
-  } catch (err) {
-    const e = toHttpError(err, true);
-    ex.sendJson(e.status, e.body);
-    return;
-  }
+  const req = parseOrReply(ex, () => parseWire(CompletionRequestSchema, body));
+  if (req === null) return;
   const rid = req.rid ?? newRid();
   const id = `cmpl-${rid}`;
   const created = nowSeconds();

@@ -7,7 +7,7 @@ import { InvalidRequestError, UnsupportedFeatureError } from '../common/index.js
 import type { GenerateOutput, SamplingParamsInput } from '../engine/index.js';
 import type { Tokenizer } from '../tokenizer/index.js';
 import type { Exchange, ServerDeps } from './context.js';
-import { abortHttpError, toGenerateHttpError } from './http_errors.js';
+import { abortHttpError, parseOrReply, toGenerateHttpError } from './http_errors.js';
 import { accumulate, emptyChoice, mergeAsync, newRid, wireFinishReason, type ChoiceResult } from './request_utils.js';
 
 /**
@@ -68,14 +68,8 @@ function metaInfo(deps: ServerDeps, c: ChoiceResult, rid: string, logprob: { on:
 
 /** Handles one /generate request. */
 export async function handleGenerate(deps: ServerDeps, ex: Exchange, body: unknown): Promise<void> {
-  let req;
-  try {
-    req = parseWire(GenerateReqInputSchema, body);
-  } catch (err) {
-    const e = toGenerateHttpError(err);
-    ex.sendJson(e.status, e.body);
-    return;
-  }
+  const req = parseOrReply(ex, () => parseWire(GenerateReqInputSchema, body), toGenerateHttpError);
+  if (req === null) return;
   const logprob = { on: req.return_logprob === true, text: req.return_text_in_logprobs === true };
   let inputs: ({ text: string } | { inputIds: number[] })[];
   let isBatch: boolean;
