@@ -12,6 +12,7 @@
         "src/addon.cc",
         "src/thread_pool.cc",
         "src/gemm.cc",
+        "src/gemm_blocked.cc",
         "src/ops.cc",
         "src/attention.cc",
         "src/moe.cc"
