@@ -84,13 +84,20 @@ function runOnce(model: CausalLM, prompt: number[]): { prefill: number; decode: 
   return { prefill: prompt.length / prefillS, decode: decodeLen / decodeS };
 }
 
+/** True when `gguf` exists and is newer than every safetensors shard of `dir` (a regenerated checkpoint needs a new GGUF). */
+function ggufIsCurrent(dir: string, gguf: string): boolean {
+  if (!existsSync(gguf)) return false;
+  const built = statSync(gguf).mtimeMs;
+  return readdirSync(dir).filter((n) => n.endsWith('.safetensors')).every((n) => statSync(join(dir, n)).mtimeMs <= built);
+}
+
 interface Line { arch: string; threads: number; ours: { prefill: number; decode: number }; llama: { prefill: number; decode: number }; oursBpw: number; llamaBpw: number }
 const lines: Line[] = [];
 process.stdout.write(`tsglang bench:llamacpp — ${availableParallelism()} cores, load average ${loadavg().map((x) => x.toFixed(2)).join(' ')}\n`);
 for (const arch of archs) {
   const dir = ensureBenchCheckpoint(arch);
   const gguf = join(dir, 'model-q8_0.gguf');
-  if (!existsSync(gguf)) {
+  if (!ggufIsCurrent(dir, gguf)) {
     process.stderr.write(`converting ${dir} → ${gguf} (q8_0) ...\n`);
     const c = spawnSync('python3', [join(peerDir, 'hf_to_gguf.py'), dir, gguf, '--outtype', 'q8_0'], { stdio: ['ignore', 'inherit', 'inherit'] });
     if (c.status !== 0) throw new Error(`hf_to_gguf.py failed (exit ${c.status})`);
