@@ -15,7 +15,8 @@
         "src/gemm_blocked.cc",
         "src/ops.cc",
         "src/attention.cc",
-        "src/moe.cc"
+        "src/moe.cc",
+        "src/mla_dsa.cc"
       ],
       "cflags!": ["-fno-exceptions"],
       "cflags_cc!": ["-fno-exceptions", "-fno-rtti", "-std=gnu++17", "-std=gnu++20"],

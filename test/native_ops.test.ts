@@ -10,7 +10,7 @@ import type { AttentionBatch, AttentionParams, ExpertWeights, Ops, StoredTensor,
 import { runOpsConformance } from '../src/kernels/ops.case.js';
 
 /** Every method of the Ops interface; the type checks below fail to compile if Ops gains or loses one. */
-const OPS_METHODS = ['prepareWeight', 'matmul', 'embedding', 'rmsNorm', 'layerNorm', 'rope', 'softmax', 'add', 'sigmoid', 'siluAndMul', 'topk', 'attention', 'fusedMoe'] as const;
+const OPS_METHODS = ['prepareWeight', 'matmul', 'embedding', 'rmsNorm', 'layerNorm', 'rope', 'softmax', 'add', 'sigmoid', 'siluAndMul', 'topk', 'attention', 'fusedMoe', 'groupedMatmul', 'indexerTopK'] as const;
 type Listed = (typeof OPS_METHODS)[number];
 type OpsMethod = { [K in keyof Ops]: Ops[K] extends (...args: never[]) => unknown ? K : never }[keyof Ops];
 const everyMethodListed: [Exclude<OpsMethod, Listed>] extends [never] ? true : false = true;
@@ -285,6 +285,61 @@ test('fusedMoe: FP8 / BF16 experts with partial blocks, skipped ids and absent e
     assert.deepEqual(alone, got.subarray(t * D, (t + 1) * D), `token ${t} alone`);
   }
   assert.throws(() => nat!.fusedMoe(x, 1, D, expN, Int32Array.of(6, 0, 1), tw, topK), /expert id 6/);
+});
+
+test('groupedMatmul: every stored format, strided layouts, M 1..64 vs the reference; == matmul per group; batch and thread invariant', { skip }, () => {
+  const rng = new Rng(19);
+  for (const fmt of FORMATS) {
+    for (const [groups, n, k, block] of [[4, 33, 45, [128, 128]], [16, 64, 64, [1, 64]], [3, 40, 130, [16, 128]]] as [number, number, number, [number, number]][]) {
+      const st = storedTensor(rng, fmt, groups * n, k, block);
+      const wn = nat!.prepareWeight(st);
+      const wr = ref.prepareWeight(st);
+      const layout = { xRowStride: groups * (k + 3) + 1, xGroupStride: k + 3, outRowStride: groups * (n + 2), outGroupStride: n + 2 };
+      const x = randn(rng, 64 * layout.xRowStride);
+      const all = nat!.groupedMatmul(x, 64, groups, wn, layout);
+      assert.deepEqual(nat2!.groupedMatmul(x, 64, groups, wn, layout), all, `${fmt}: threads 2`);
+      for (const m of [1, 2, 3, 7, 64]) {
+        const got = nat!.groupedMatmul(x, m, groups, wn, layout);
+        const want = ref.groupedMatmul(x, m, groups, wr, layout);
+        closeTo(got, want, 1e-3, 2e-6, `${fmt} groups ${groups} [${n},${k}] M=${m}`, 1e-5);
+        assert.deepEqual(got, all.subarray(0, m * layout.outRowStride), `${fmt} M=${m}: rows == in the batch of 64`);
+      }
+      // group g of row m == matmul of that row against the group's weight rows (same bits)
+      const deq = wr.data as Float32Array;
+      for (const g of [0, groups - 1]) {
+        const xg = new Float32Array(5 * k);
+        for (let m = 0; m < 5; m++) xg.set(x.subarray(m * layout.xRowStride + g * layout.xGroupStride, m * layout.xRowStride + g * layout.xGroupStride + k), m * k);
+        const yg = nat!.matmul(xg, 5, { format: 'f32', shape: [n, k], data: deq.slice(g * n * k, (g + 1) * n * k) });
+        for (let m = 0; m < 5; m++) assert.deepEqual(all.slice(m * layout.outRowStride + g * layout.outGroupStride, m * layout.outRowStride + g * layout.outGroupStride + n), yg.slice(m * n, (m + 1) * n), `${fmt} group ${g} row ${m}`);
+      }
+    }
+  }
+});
+
+test('indexerTopK: random batches vs the reference (same picks), per-request invariance, threads, bad locs', { skip }, () => {
+  const rng = new Rng(20);
+  const numLocs = 700;
+  for (const [H, D, topK] of [[4, 13, 5], [16, 64, 256], [8, 64, 16]]) {
+    const kRowWidth = D + 3;
+    const kBuf = randn(rng, numLocs * kRowWidth);
+    const { batch, numTokens } = randomBatch(rng, [0, 300, 12, 0], [9, 1, 5, 330], numLocs);
+    const q = randn(rng, numTokens * H * D);
+    const wts = randn(rng, numTokens * H);
+    const p = { numHeads: H, headDim: D, topK, kBuf, kRowWidth };
+    const got = nat!.indexerTopK(q, wts, numTokens, p, batch);
+    assert.deepEqual(got, ref.indexerTopK(q, wts, numTokens, p, batch), `H=${H} D=${D} topK=${topK}`);
+    assert.deepEqual(nat2!.indexerTopK(q, wts, numTokens, p, batch), got, 'threads 2');
+    let row = 0;
+    for (let i = 0; i < batch.numReqs; i++) {
+      const len = batch.extendSeqLens[i];
+      const alone = nat!.indexerTopK(q.subarray(row * H * D, (row + len) * H * D), wts.subarray(row * H, (row + len) * H), len, p, subBatch(batch, i));
+      assert.deepEqual(alone, got.subarray(row * topK, (row + len) * topK), `req ${i} alone`);
+      row += len;
+    }
+  }
+  const { batch, numTokens } = randomBatch(rng, [20], [1], 50);
+  const bad = { ...batch, reqToToken: batch.reqToToken.map((v) => v + 1000) };
+  assert.throws(() => nat!.indexerTopK(randn(rng, numTokens * 8), randn(rng, numTokens), numTokens, { numHeads: 1, headDim: 8, topK: 4, kBuf: randn(rng, 50 * 8), kRowWidth: 8 }, bad), /outside the index keys/);
 });
 
 /** Dequantized f32 copy of a weight (through the reference decoder). */

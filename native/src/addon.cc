@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gemm.h"
+#include "mla_dsa.h"
 #include "ops.h"
 #include "thread_pool.h"
 
@@ -356,6 +357,65 @@ EXPORT_FN(attention) {
   return undefinedValue(env);
 }
 
+// groupedMatmul(backend, x, M, weight, ints[groups, xRowStride, xGroupStride, outRowStride, outGroupStride], out)
+EXPORT_FN(groupedMatmul) {
+  Args a(env, info, 6);
+  auto* b = a.external<Backend>(0);
+  int64_t xl, il, yl;
+  const float* x = a.f32(1, &xl);
+  const int64_t m = a.i64(2);
+  const WeightView& w = a.external<WeightHandle>(3)->view;
+  const int32_t* ints = a.i32(4, &il);
+  float* y = a.f32(5, &yl);
+  if (il < 5) throw Failure{"tsglang_native: groupedMatmul int params"};
+  const int64_t groups = ints[0];
+  if (groups < 1 || w.n % groups != 0) throw Failure{"tsglang_native: groupedMatmul groups do not divide the weight rows"};
+  const tsg::GroupedLayout l{ints[1], ints[2], ints[3], ints[4]};
+  const int64_t n = w.n / groups;
+  if (l.xRowStride < 0 || l.xGroupStride < 0 || l.outRowStride < 0 || l.outGroupStride < 0) throw Failure{"tsglang_native: groupedMatmul negative stride"};
+  if (m > 0 && (xl < (m - 1) * l.xRowStride + (groups - 1) * l.xGroupStride + w.k || yl < (m - 1) * l.outRowStride + (groups - 1) * l.outGroupStride + n))
+    throw Failure{"tsglang_native: groupedMatmul buffers too small"};
+  tsg::groupedMatmul(b->pool, x, m, groups, w, l, y);
+  return undefinedValue(env);
+}
+
+// indexerTopK(backend, q, weights, T, ints[numHeads, headDim, topK, kRowWidth, numReqs, stride], kBuf, extendStartLoc,
+//             extendSeqLens, extendPrefixLens, reqPoolIndices, reqToToken, out)
+EXPORT_FN(indexerTopK) {
+  Args a(env, info, 12);
+  auto* b = a.external<Backend>(0);
+  int64_t ql, wl, il, kl, tl, ol, n0, n1, n2, n3;
+  const float* q = a.f32(1, &ql);
+  const float* wts = a.f32(2, &wl);
+  const int64_t T = a.i64(3);
+  const int32_t* ints = a.i32(4, &il);
+  if (il < 6) throw Failure{"tsglang_native: indexerTopK int params"};
+  tsg::IndexerArgs p{};
+  p.numHeads = ints[0];
+  p.headDim = ints[1];
+  p.topK = ints[2];
+  p.kRowWidth = ints[3];
+  p.numReqs = ints[4];
+  p.reqToTokenStride = ints[5];
+  p.k = a.f32(5, &kl);
+  p.extendStartLoc = a.i32(6, &n0);
+  p.extendSeqLens = a.i32(7, &n1);
+  p.extendPrefixLens = a.i32(8, &n2);
+  p.reqPoolIndices = a.i32(9, &n3);
+  p.reqToToken = a.i32(10, &tl);
+  p.reqToTokenLen = tl;
+  int32_t* out = a.i32(11, &ol);
+  if (p.numHeads < 1 || p.headDim < 1 || p.topK < 1 || p.kRowWidth < p.headDim) throw Failure{"tsglang_native: indexerTopK bad geometry"};
+  if (n0 < p.numReqs || n1 < p.numReqs || n2 < p.numReqs || n3 < p.numReqs) throw Failure{"tsglang_native: indexerTopK batch arrays shorter than numReqs"};
+  if (ol < T * p.topK) throw Failure{"tsglang_native: indexerTopK out too small"};
+  p.kLocs = kl >= p.headDim ? (kl - p.headDim) / p.kRowWidth + 1 : 0;
+  p.qLen = ql;
+  p.wLen = wl;
+  const std::string err = tsg::indexerTopK(b->pool, q, wts, T, p, out);
+  if (!err.empty()) throw Failure{"tsglang_native: " + err};
+  return undefinedValue(env);
+}
+
 // fusedMoe(backend, x, T, D, experts: (null | [gate, up, down])[], topkIds, topkWeights, topK, out)
 EXPORT_FN(fusedMoe) {
   Args a(env, info, 9);
@@ -428,6 +488,8 @@ napi_value init(napi_env env, napi_value exports) {
       {"rope", nullptr, rope, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"topk", nullptr, topk, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"attention", nullptr, attention, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"groupedMatmul", nullptr, groupedMatmul, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"indexerTopK", nullptr, indexerTopK, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"fusedMoe", nullptr, fusedMoe, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"measureFmaPeak", nullptr, measureFmaPeak, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"measureReadBandwidth", nullptr, measureReadBandwidth, nullptr, nullptr, nullptr, napi_default, nullptr},

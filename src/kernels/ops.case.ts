@@ -172,6 +172,45 @@ export function runOpsConformance(name: string, makeOps: () => Ops, options: Ops
       });
       assert.deepEqual(both.slice(0, 4 * H * hd), aloneA);
     },
+    'groupedMatmul: per-group products at strided layouts equal matmul of each group; a row alone == in a batch': () => {
+      // 2 groups, N=2, K=3: W_0 = [[1,0,0],[0,1,1]], W_1 = [[2,0,0],[0,0,-1]]
+      const w = f32w(4, 3, [1, 0, 0, 0, 1, 1, 2, 0, 0, 0, 0, -1]);
+      close(ops.groupedMatmul(Float32Array.of(1, 2, 3, 4, 5, 6), 1, 2, w), [1, 5, 8, -6], tol, 'grouped');
+      // x rows of width 9 with groups at stride 4 (plus padding), output rows of width 6 with groups at stride 3
+      const x = Float32Array.of(1, 2, 3, 9, 4, 5, 6, 9, 9, -1, 0, 1, 9, 0, 0, 2, 9, 9);
+      const out = new Float32Array(12).fill(7);
+      ops.groupedMatmul(x, 2, 2, w, { xRowStride: 9, xGroupStride: 4, outRowStride: 6, outGroupStride: 3 }, out);
+      close(out, [1, 5, 7, 8, -6, 7, -1, 1, 7, 0, -2, 7], tol, 'grouped strided');
+      const rng = new Rng(4);
+      const wr = f32w(3 * 5, 7, Array.from(randn(rng, 3 * 5 * 7)));
+      const xr = randn(rng, 6 * 3 * 7);
+      const all = ops.groupedMatmul(xr, 6, 3, wr);
+      for (let g = 0; g < 3; g++) {
+        const xg = new Float32Array(6 * 7);
+        for (let m = 0; m < 6; m++) xg.set(xr.subarray(m * 21 + g * 7, m * 21 + g * 7 + 7), m * 7);
+        const wg: Weight = { format: 'f32', shape: [5, 7], data: (wr.data as Float32Array).slice(g * 35, (g + 1) * 35) };
+        const yg = ops.matmul(xg, 6, wg);
+        for (let m = 0; m < 6; m++) assert.deepEqual(all.slice(m * 15 + g * 5, m * 15 + g * 5 + 5), yg.slice(m * 5, m * 5 + 5), `group ${g} row ${m} == matmul`);
+      }
+      assert.deepEqual(ops.groupedMatmul(xr.slice(4 * 21, 5 * 21), 1, 3, wr), all.slice(4 * 15, 5 * 15));
+    },
+    'indexerTopK: Σ_h w·ReLU(q·k) over causal keys, top-k ascending, all keys while ≤ topK, −1 padding': () => {
+      // keys (headDim 2) of positions 0..3 through locs 3,1,0,2: k0=(-1,2) k1=(0,1) k2=(1,0) k3=(1,1); 2 heads
+      const kBuf = Float32Array.of(1, 0, 9, 9, 0, 1, 9, 9, 1, 1, 9, 9, -1, 2, 9, 9); // kRowWidth 4
+      const table = Int32Array.of(3, 1, 0, 2);
+      const batch: AttentionBatch = { numReqs: 1, extendStartLoc: Int32Array.of(0), extendSeqLens: Int32Array.of(3), extendPrefixLens: Int32Array.of(1), reqPoolIndices: Int32Array.of(0), reqToToken: table, reqToTokenStride: 4 };
+      // rows: positions 1, 2, 3; topK 2. Position 1 keeps [0, 1] whatever q is.
+      const q = Float32Array.of(0, 0, 0, 0, /* pos 2 */ 1, 0, 0, 1, /* pos 3 */ 0, 1, 1, 0);
+      const wts = Float32Array.of(0, 0, /* pos 2 */ 1, 2, /* pos 3 */ -1, 1);
+      const out = ops.indexerTopK(q, wts, 3, { numHeads: 2, headDim: 2, topK: 2, kBuf, kRowWidth: 4 }, batch);
+      // pos 2: I = 1·ReLU(k.x) + 2·ReLU(k.y) → [4, 2, 1] → {0, 1}; pos 3: I = ReLU(k.x) − ReLU(k.y) → [-2, -1, 1, 0] → {2, 3}
+      assert.deepEqual(Array.from(out), [0, 1, 0, 1, 2, 3]);
+      const wide = ops.indexerTopK(new Float32Array(0), new Float32Array(0), 3, { numHeads: 2, headDim: 2, topK: 5, kBuf, kRowWidth: 4 }, batch);
+      assert.deepEqual(Array.from(wide), [0, 1, -1, -1, -1, 0, 1, 2, -1, -1, 0, 1, 2, 3, -1]);
+      // ties → lower position: all scores equal
+      const tie = ops.indexerTopK(Float32Array.of(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), new Float32Array(6), 3, { numHeads: 2, headDim: 2, topK: 2, kBuf, kRowWidth: 4 }, batch);
+      assert.deepEqual(Array.from(tie), [0, 1, 0, 1, 0, 1]);
+    },
     'fusedMoe: weighted SwiGLU experts, skipped ids, per-token invariance': () => {
       // D=2, I=1. Expert 0: gate [1,0], up [0,1], down [[1],[2]]. Expert 1: gate [0,1], up [1,1], down [[-1],[0]].
       const experts = [

@@ -110,6 +110,27 @@ export interface SparseKeys {
   readonly width: number;
 }
 
+/**
+ * Element strides of {@link Ops.groupedMatmul} (defaults: contiguous [numRows, groups, K] in, [numRows, groups, N] out).
+ * Element (row m, group g, i) of x is at `m·xRowStride + g·xGroupStride + i`; of the output at `m·outRowStride + g·outGroupStride + i`.
+ */
+export interface GroupedMatmulLayout {
+  readonly xRowStride?: number;
+  readonly xGroupStride?: number;
+  readonly outRowStride?: number;
+  readonly outGroupStride?: number;
+}
+
+/** DSA indexer geometry: the index key of loc l is `kBuf[l·kRowWidth .. +headDim]` (KVPool buffer 'index_k'). */
+export interface IndexerParams {
+  readonly numHeads: number;
+  readonly headDim: number;
+  /** Keys kept per query row (index_topk). */
+  readonly topK: number;
+  readonly kBuf: Float32Array;
+  readonly kRowWidth: number;
+}
+
 /** One routed expert's SwiGLU MLP: down(silu(gate(x)) ⊙ up(x)). MiniMax w1/w3/w2, DeepSeek gate/up/down_proj. */
 export interface ExpertWeights {
   /** [I, D] */
@@ -149,6 +170,17 @@ export interface Ops {
    * @returns [numRows, N] f32
    */
   matmul(x: Float32Array, numRows: number, w: Weight, out?: Float32Array): Float32Array;
+
+  /**
+   * Per-group linear layers in one call (MLA's absorbed per-head products, SGLang's `torch.bmm` over heads):
+   * `y[m, g, :] = x[m, g, :] · W_gᵀ` with `W_g` = rows g·N .. g·N+N−1 of `w`. Each element is computed exactly as
+   * `matmul` computes it (so a group equals matmul of the row against those weight rows).
+   * @param x [numRows, groups, K] f32 at the layout's strides
+   * @param w [groups·N, K] weight (PyTorch layout per group)
+   * @param out written at the layout's strides (other elements untouched); a fresh output is [numRows, outRowStride]
+   * @returns [numRows, groups, N] f32 (at the layout's strides)
+   */
+  groupedMatmul(x: Float32Array, numRows: number, groups: number, w: Weight, layout?: GroupedMatmulLayout, out?: Float32Array): Float32Array;
 
   /**
    * Embedding lookup: rows of `table`.
@@ -213,6 +245,16 @@ export interface Ops {
    * @returns [numTokens, numHeads, vHeadDim] f32
    */
   attention(q: Float32Array, numTokens: number, p: AttentionParams, batch: AttentionBatch, sparse?: SparseKeys): Float32Array;
+
+  /**
+   * DSA lightning-indexer top-k (DeepSeek-V3.2, model-spec §3.8.2–§3.8.3): for row t with sequence index `last`, all
+   * positions 0..last when last+1 ≤ topK; otherwise the topK positions s with the largest
+   * `I[s] = Σ_h weights[t,h]·ReLU(q[t,h]·k_s)` (k_s read through reqToToken → loc → p.kBuf), ties → lower position.
+   * @param q [numTokens, numHeads, headDim] f32 rotated indexer queries (only read for rows with more than topK keys)
+   * @param weights [numTokens, numHeads] f32 head weights (likewise)
+   * @returns [numTokens, topK] i32 selected sequence indices per row, ascending, −1 padded
+   */
+  indexerTopK(q: Float32Array, weights: Float32Array, numTokens: number, p: IndexerParams, batch: AttentionBatch): Int32Array;
 
   /**
    * Routed experts: out[t] = Σ_j topkWeights[t,j] · Expert_{topkIds[t,j]}(x[t]). Each token's terms are summed in

@@ -217,7 +217,7 @@ function buildLayer(cfg: DeepseekConfig, layerId: number, w: WeightStore, opts: 
     qBProj: w.get(p + (hasQLora ? 'self_attn.q_b_proj.weight' : 'self_attn.q_proj.weight')),
     kvAProjWithMqa: w.get(p + 'self_attn.kv_a_proj_with_mqa.weight'),
     kvALayernorm: w.f32(p + 'self_attn.kv_a_layernorm.weight'),
-    kvBProj: w.f32(p + 'self_attn.kv_b_proj.weight'),
+    kvBProj: w.get(p + 'self_attn.kv_b_proj.weight'),
     oProj: w.get(p + 'self_attn.o_proj.weight'),
   }, cfg.mla, {
     hiddenSize: cfg.hiddenSize,

@@ -1,7 +1,9 @@
 // CpuOps: the plain-TypeScript f32 reference backend (readable first; the oracle for faster backends).
-import type { AttentionBatch, AttentionParams, ExpertWeights, Ops, RopeParams, RopeTarget, SparseKeys, StoredTensor, TopKResult, Weight } from '../ops.js';
+import type { AttentionBatch, AttentionParams, ExpertWeights, GroupedMatmulLayout, IndexerParams, Ops, RopeParams, RopeTarget, SparseKeys, StoredTensor, TopKResult, Weight } from '../ops.js';
 import { add, sigmoid, siluAndMul, softmax } from './activation.js';
 import { attention } from './attention.js';
+import { groupedMatmul } from './grouped_matmul.js';
+import { indexerTopK } from './indexer.js';
 import { embedding, matmul } from './matmul.js';
 import { fusedMoe } from './moe.js';
 import { layerNorm, rmsNorm } from './norm.js';
@@ -21,6 +23,9 @@ export class CpuOps implements Ops {
   }
   matmul(x: Float32Array, numRows: number, w: Weight, out?: Float32Array): Float32Array {
     return matmul(x, numRows, w, out);
+  }
+  groupedMatmul(x: Float32Array, numRows: number, groups: number, w: Weight, layout?: GroupedMatmulLayout, out?: Float32Array): Float32Array {
+    return groupedMatmul(x, numRows, groups, w, layout, out);
   }
   embedding(ids: Int32Array, table: Weight, out?: Float32Array): Float32Array {
     return embedding(ids, table, out);
@@ -51,6 +56,9 @@ export class CpuOps implements Ops {
   }
   attention(q: Float32Array, numTokens: number, p: AttentionParams, batch: AttentionBatch, sparse?: SparseKeys): Float32Array {
     return attention(q, numTokens, p, batch, sparse);
+  }
+  indexerTopK(q: Float32Array, weights: Float32Array, numTokens: number, p: IndexerParams, batch: AttentionBatch): Int32Array {
+    return indexerTopK(q, weights, numTokens, p, batch);
   }
   fusedMoe(x: Float32Array, numTokens: number, hiddenSize: number, experts: readonly (ExpertWeights | null)[], topkIds: Int32Array, topkWeights: Float32Array, topK: number, out?: Float32Array): Float32Array {
     return fusedMoe(x, numTokens, hiddenSize, experts, topkIds, topkWeights, topK, out);

@@ -1,7 +1,7 @@
 // NativeOps: the Ops interface over the C++ addon (AVX2/FMA kernels, persistent thread pool). Weights stay in their
 // stored encoding (FP8 block-scaled, BF16, F16, F32) and are decoded in registers by the kernels.
 import { assert, numel } from '../../common/index.js';
-import type { AttentionBatch, AttentionParams, ExpertWeights, Ops, RopeParams, RopeTarget, SparseKeys, StoredTensor, TopKResult, Weight } from '../ops.js';
+import type { AttentionBatch, AttentionParams, ExpertWeights, GroupedMatmulLayout, IndexerParams, Ops, RopeParams, RopeTarget, SparseKeys, StoredTensor, TopKResult, Weight } from '../ops.js';
 import { storedToF32 } from '../cpu/quant.js';
 import type { NativeAddon, NativeHandle } from './native_addon.js';
 
@@ -98,6 +98,20 @@ export class NativeOps implements Ops {
     return y;
   }
 
+  groupedMatmul(x: Float32Array, numRows: number, groups: number, w: Weight, layout?: GroupedMatmulLayout, out?: Float32Array): Float32Array {
+    assert(w.shape.length === 2 && groups >= 1 && w.shape[0] % groups === 0, () => `groupedMatmul: ${groups} groups do not divide weight [${w.shape.join(', ')}]`);
+    const [rows, k] = w.shape;
+    const n = rows / groups;
+    const xRowStride = layout?.xRowStride ?? groups * k, xGroupStride = layout?.xGroupStride ?? k;
+    const outRowStride = layout?.outRowStride ?? groups * n, outGroupStride = layout?.outGroupStride ?? n;
+    const y = out ?? new Float32Array(numRows * outRowStride);
+    if (numRows === 0 || n === 0) return y;
+    assert(x.length >= (numRows - 1) * xRowStride + (groups - 1) * xGroupStride + k, 'groupedMatmul: x too small');
+    assert(y.length >= (numRows - 1) * outRowStride + (groups - 1) * outGroupStride + n, 'groupedMatmul: out too small');
+    this.addon.groupedMatmul(this.backend, x, numRows, this.handle(w), Int32Array.of(groups, xRowStride, xGroupStride, outRowStride, outGroupStride), y);
+    return y;
+  }
+
   embedding(ids: Int32Array, table: Weight, out?: Float32Array): Float32Array {
     const [v, d] = table.shape;
     const y = out ?? new Float32Array(ids.length * d);
@@ -174,6 +188,16 @@ export class NativeOps implements Ops {
       batch.numReqs, batch.reqToTokenStride, sparse ? sparse.width : 0);
     this.addon.attention(this.backend, q, numTokens, ints, p.scale, p.kBuf, p.vBuf, batch.extendStartLoc, batch.extendSeqLens,
       batch.extendPrefixLens, batch.reqPoolIndices, batch.reqToToken, sparse ? sparse.indices : null, out);
+    return out;
+  }
+
+  indexerTopK(q: Float32Array, weights: Float32Array, numTokens: number, p: IndexerParams, batch: AttentionBatch): Int32Array {
+    assert(p.topK >= 1 && p.headDim >= 1 && p.numHeads >= 1 && p.kRowWidth >= p.headDim, 'indexerTopK: bad geometry');
+    const out = new Int32Array(numTokens * p.topK);
+    if (numTokens === 0) return out;
+    const ints = Int32Array.of(p.numHeads, p.headDim, p.topK, p.kRowWidth, batch.numReqs, batch.reqToTokenStride);
+    this.addon.indexerTopK(this.backend, q, weights, numTokens, ints, p.kBuf, batch.extendStartLoc, batch.extendSeqLens,
+      batch.extendPrefixLens, batch.reqPoolIndices, batch.reqToToken, out);
     return out;
   }
 

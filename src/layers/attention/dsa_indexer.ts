@@ -1,5 +1,5 @@
-// DSA lightning indexer maths (DeepSeek-V3.2): per-query index scores over cached index keys,
-// and the causal top-k selection. Pure f32 maths on typed arrays; the projections live in the model.
+// DSA lightning indexer layer (DeepSeek-V3.2): index keys into the KVPool, then per-query top-k keys through
+// Ops.indexerTopK (index scores + causal top-k in one backend call).
 //
 // Formulas: model-spec.md §3.8.1–§3.8.3; upstream python/sglang/srt/layers/attention/nsa/nsa_indexer.py
 // (Indexer), DeepSeek-V3.2-Exp inference/model.py (Indexer.forward). Like the float64 oracle of the fixtures we
@@ -8,91 +8,8 @@
 import type { AttentionBatch, Ops, RopeParams, SparseKeys, Weight } from '../../kernels/index.js';
 import type { KVPool } from '../../mem_cache/index.js';
 
-/**
- * Index scores of one query token against keys (model-spec.md §3.8.2, exact form):
- * `I[t] = Σ_h w[h] · ReLU(q[h] · k_t)`.
- * @param q [numHeads, headDim] f32 at `qOffset` (rotated indexer query of this token)
- * @param headWeights [numHeads] f32 at `wOffset` (weights_proj output × numHeads^−½ × headDim^−½)
- * @param indexK [numLocs, headDim] f32 (KVPool buffer 'index_k')
- * @param keyLocs [≥ numKeys] i32 loc of key position t, t = 0..numKeys−1
- * @param out [≥ numKeys] f32 receives I[0..numKeys)
- */
-export function indexScores(
-  q: Float32Array, qOffset: number, headWeights: Float32Array, wOffset: number, numHeads: number, headDim: number,
-  indexK: Float32Array, keyLocs: Int32Array, numKeys: number, out: Float32Array,
-): void {
-  const tail = headDim & 3;
-  for (let t = 0; t < numKeys; t++) {
-    const kOff = keyLocs[t] * headDim;
-    let score = 0;
-    for (let h = 0; h < numHeads; h++) {
-      const qOff = qOffset + h * headDim;
-      // four partial sums (fixed order: the result depends only on q and k, never on the batch)
-      let d0 = 0, d1 = 0, d2 = 0, d3 = 0;
-      let d = 0;
-      for (; d < headDim - tail; d += 4) {
-        d0 += q[qOff + d] * indexK[kOff + d];
-        d1 += q[qOff + d + 1] * indexK[kOff + d + 1];
-        d2 += q[qOff + d + 2] * indexK[kOff + d + 2];
-        d3 += q[qOff + d + 3] * indexK[kOff + d + 3];
-      }
-      for (; d < headDim; d++) d0 += q[qOff + d] * indexK[kOff + d];
-      const dot = (d0 + d1) + (d2 + d3);
-      if (dot > 0) score += headWeights[wOffset + h] * dot;
-    }
-    out[t] = score;
-  }
-}
-
-/**
- * Causal top-k selection (model-spec.md §3.8.3): the `topK` key positions with the largest score among
- * 0..numKeys−1, ties broken towards the lower position; all positions when numKeys ≤ topK (then DSA equals dense
- * causal attention). The result is sorted ascending, so attention sums keys in position order either way.
- * @param scores [≥ numKeys] f32 index scores of the causal keys
- * @param out [≥ min(numKeys, topK)] i32 receives the selected positions
- * @returns the number of positions written: min(numKeys, topK)
- */
-export function selectTopKCausal(scores: Float32Array, numKeys: number, topK: number, out: Int32Array): number {
-  if (numKeys <= topK) {
-    for (let t = 0; t < numKeys; t++) out[t] = t;
-    return numKeys;
-  }
-  const threshold = kthLargest(scores.slice(0, numKeys), topK);
-  let above = 0;
-  for (let t = 0; t < numKeys; t++) if (scores[t] > threshold) above++;
-  let tiesLeft = topK - above;
-  let n = 0;
-  for (let t = 0; t < numKeys; t++) {
-    const s = scores[t];
-    if (s > threshold || (s === threshold && tiesLeft-- > 0)) out[n++] = t;
-  }
-  return n;
-}
-
-/** k-th largest value (1-based) of `a` by quickselect; reorders `a`. */
-function kthLargest(a: Float32Array, k: number): number {
-  let lo = 0;
-  let hi = a.length - 1;
-  const target = k - 1; // index in descending order
-  while (lo < hi) {
-    const pivot = a[(lo + hi) >>> 1];
-    let i = lo;
-    let j = hi;
-    while (i <= j) {
-      while (a[i] > pivot) i++;
-      while (a[j] < pivot) j--;
-      if (i <= j) {
-        const tmp = a[i]; a[i] = a[j]; a[j] = tmp;
-        i++;
-        j--;
-      }
-    }
-    if (target <= j) hi = j;
-    else if (target >= i) lo = i;
-    else return a[target];
-  }
-  return a[target];
-}
+// The per-row maths (index scores, causal top-k) is the Ops.indexerTopK reference (kernels/cpu/indexer.ts).
+export { indexScores, selectTopKCausal } from '../../kernels/index.js';
 
 /** Indexer sizes (HF config names in brackets). */
 export interface DsaIndexerDims {
@@ -184,20 +101,14 @@ export class DsaIndexer {
       weights = ops.matmul(hidden, numTokens, this.w.weightsProj); // [T, numHeads]
       for (let i = 0; i < weights.length; i++) weights[i] *= this.softmaxFold;
     }
-    // 3. per row: scores over its causal keys, top-k
-    const indices = new Int32Array(numTokens * topK).fill(-1);
-    const scores = new Float32Array(maxKeys);
-    for (let i = 0; i < batch.numReqs; i++) {
-      const start = batch.extendStartLoc[i];
-      const tableRow = batch.reqPoolIndices[i] * batch.reqToTokenStride;
-      const keyLocs = batch.reqToToken.subarray(tableRow, tableRow + batch.extendPrefixLens[i] + batch.extendSeqLens[i]);
-      for (let j = 0; j < batch.extendSeqLens[i]; j++) {
-        const t = start + j;
-        const numKeys = batch.extendPrefixLens[i] + j + 1;
-        const out = indices.subarray(t * topK, (t + 1) * topK);
-        if (numKeys > topK) indexScores(q, t * numHeads * headDim, weights, t * numHeads, numHeads, headDim, indexK, keyLocs, numKeys, scores);
-        const n = selectTopKCausal(scores, numKeys, topK, out);
-        onSelection?.(t, out.subarray(0, n));
+    // 3. per row: scores over its causal keys, top-k (one backend call for the whole batch)
+    const indices = ops.indexerTopK(q, weights, numTokens, { numHeads, headDim, topK, kBuf: indexK, kRowWidth: headDim }, batch);
+    if (onSelection) {
+      for (let t = 0; t < numTokens; t++) {
+        const row = indices.subarray(t * topK, (t + 1) * topK);
+        let n = 0;
+        while (n < topK && row[n] >= 0) n++;
+        onSelection(t, row.subarray(0, n));
       }
     }
     return { indices, width: topK };

@@ -3,7 +3,8 @@
 // (MHA) form for one query token over chosen keys. Both agree up to f32 rounding. Pure maths; the projections live in
 // the model.
 import { InternalError } from '../../common/index.js';
-import type { Ops, RopeParams, SparseKeys, StoredTensor, Weight } from '../../kernels/index.js';
+import { weightToF32 } from '../../kernels/index.js';
+import type { Ops, RopeParams, SparseKeys, Weight } from '../../kernels/index.js';
 import type { ForwardBatch } from '../forward_batch.js';
 import type { DsaIndexer } from './dsa_indexer.js';
 //
@@ -84,90 +85,119 @@ export function mlaAbsorbOutput(latentOut: Float32Array, numTokens: number, wKvB
 }
 
 /**
- * kv_b_proj split per head for the absorbed form, held by the backend so its GEMM does the per-head products:
- * `wUkT[h]` = `W_UK[h]ᵀ` [kvLoraRank, dn] (so `q_nope[h] · W_UK[h]` = `matmul(q_nope[h], wUkT[h])`) and `wUv[h]` =
- * `W_UV[h]` [dv, kvLoraRank] (so `ô[h] · W_UV[h]ᵀ` = `matmul(ô[h], wUv[h])`).
+ * kv_b_proj rearranged for the absorbed form, held by the backend so one {@link Ops.groupedMatmul} call does all heads:
+ * `wUkT` [numHeads·kvLoraRank, dn] stacks `W_UK[h]ᵀ` (so `q_nope[h] · W_UK[h]` = group h of the product) and `wUv`
+ * [numHeads·dv, kvLoraRank] stacks `W_UV[h]` (so `ô[h] · W_UV[h]ᵀ` = group h). Both keep kv_b_proj's stored encoding
+ * (FP8 codes are only permuted, each weight row gets its block scales), so they dequantize to exactly the values of
+ * the f32 kv_b_proj.
  */
 export interface MlaAbsorbWeights {
-  readonly wUkT: readonly Weight[];
-  readonly wUv: readonly Weight[];
+  readonly wUkT: Weight;
+  readonly wUv: Weight;
 }
 
-/** An f32 tensor handed to ops.prepareWeight (a byte view, no copy). */
-function f32Stored(name: string, shape: readonly number[], data: Float32Array): StoredTensor {
-  return { name, dtype: 'f32', shape, bytes: new Uint8Array(data.buffer, data.byteOffset, data.byteLength) };
+/** Largest power-of-two column block (8..128) of the transposed W_UK whose chunks of i each lie in one kv_b_proj block row. */
+function transposedBlockCols(d: MlaDims, bn: number): number | null {
+  const { numHeads, qkNopeHeadDim: dn, vHeadDim: dv } = d;
+  for (let bk = 128; bk >= 8; bk /= 2) {
+    let ok = true;
+    for (let h = 0; h < numHeads && ok; h++) {
+      for (let i0 = 0; i0 < dn && ok; i0 += bk) {
+        const first = h * (dn + dv) + i0;
+        const last = h * (dn + dv) + Math.min(dn, i0 + bk) - 1;
+        ok = Math.floor(first / bn) === Math.floor(last / bn);
+      }
+    }
+    if (ok) return bk;
+  }
+  return null;
 }
 
 /**
- * Splits kv_b_proj into per-head `W_UK[h]ᵀ` / `W_UV[h]` backend weights (once, at load).
- * @param wKvB [numHeads·(dn+dv), kvLoraRank] f32 dequantised kv_b_proj weight
- * @throws InternalError when wKvB's length does not match the dims
+ * Rearranges kv_b_proj into {@link MlaAbsorbWeights} (once, at load): element (h·r + c, i) of wUkT = kvB[h·(dn+dv) + i, c],
+ * element (h·dv + v, c) of wUv = kvB[h·(dn+dv) + dn + v, c]. FP8 block weights stay FP8 with one scale row per weight row
+ * (block size [1, bk]); other encodings are permuted as they are; an FP8 layout whose blocks cannot follow the
+ * transpose falls back to f32.
+ * @param kvB [numHeads·(dn+dv), kvLoraRank] kv_b_proj (a backend Weight, or its dequantized f32 values)
+ * @throws InternalError when kvB's shape does not match the dims
  */
-export function prepareMlaAbsorbWeights(ops: Ops, wKvB: Float32Array, d: MlaDims): MlaAbsorbWeights {
-  const { numHeads, qkNopeHeadDim: dn, vHeadDim: dv, kvLoraRank: r } = d;
-  if (wKvB.length !== numHeads * (dn + dv) * r) {
-    throw new InternalError(`kv_b_proj has ${wKvB.length} values, expected ${numHeads}×(${dn}+${dv})×${r}`);
+export function prepareMlaAbsorbWeights(ops: Ops, kvB: Weight | Float32Array, d: MlaDims): MlaAbsorbWeights {
+  const { numHeads: H, qkNopeHeadDim: dn, vHeadDim: dv, kvLoraRank: r } = d;
+  const rows = H * (dn + dv);
+  const w: Weight = kvB instanceof Float32Array ? { format: 'f32', shape: [rows, r], data: kvB } : kvB;
+  if (w.shape.length !== 2 || w.shape[0] !== rows || w.shape[1] !== r || w.data.length < rows * r) {
+    throw new InternalError(`kv_b_proj has shape [${w.shape.join(', ')}] (${w.data.length} values), expected ${H}×(${dn}+${dv})×${r}`);
   }
-  const wUkT: Weight[] = [];
-  const wUv: Weight[] = [];
-  for (let h = 0; h < numHeads; h++) {
-    const base = h * (dn + dv) * r;
-    const t = new Float32Array(r * dn);
-    for (let i = 0; i < dn; i++) for (let c = 0; c < r; c++) t[c * dn + i] = wKvB[base + i * r + c];
-    wUkT.push(ops.prepareWeight(f32Stored(`kv_b_proj.w_uk_t.${h}`, [r, dn], t)));
-    const uv = wKvB.subarray(base + dn * r, base + (dn + dv) * r);
-    wUv.push(ops.prepareWeight(f32Stored(`kv_b_proj.w_uv.${h}`, [dv, r], uv)));
+  const ukSrc = (n: number, i: number): number => ((n / r | 0) * (dn + dv) + i) * r + (n % r); // wUkT (n, i) → kvB flat index
+  const uvSrc = (n: number, c: number): number => ((n / dv | 0) * (dn + dv) + dn + (n % dv)) * r + c; // wUv (n, c) → kvB flat index
+  const permute = <T extends Float32Array | Uint16Array | Uint8Array>(src: T, make: (len: number) => T, nRows: number, nCols: number, at: (n: number, k: number) => number): T => {
+    const out = make(nRows * nCols);
+    for (let n = 0; n < nRows; n++) for (let k = 0; k < nCols; k++) out[n * nCols + k] = src[at(n, k)];
+    return out;
+  };
+  const bytes = (a: Float32Array | Uint16Array | Uint8Array): Uint8Array => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+  const bkT = w.format === 'fp8_block' ? transposedBlockCols(d, w.scale.blockSize[0]) : null;
+  if (w.format === 'fp8_block' && bkT !== null) {
+    const [bn, bk] = w.scale.blockSize;
+    const sCols = w.scale.shape[1];
+    const scaleAt = (row: number, col: number): number => w.scale.data[Math.floor(row / bn) * sCols + Math.floor(col / bk)];
+    const ukCols = Math.ceil(dn / bkT);
+    const ukScale = new Float32Array(H * r * ukCols);
+    for (let n = 0; n < H * r; n++) for (let j = 0; j < ukCols; j++) ukScale[n * ukCols + j] = scaleAt((n / r | 0) * (dn + dv) + j * bkT, n % r);
+    const uvCols = Math.ceil(r / bk);
+    const uvScale = new Float32Array(H * dv * uvCols);
+    for (let n = 0; n < H * dv; n++) for (let j = 0; j < uvCols; j++) uvScale[n * uvCols + j] = scaleAt((n / dv | 0) * (dn + dv) + dn + (n % dv), j * bk);
+    const u8 = (len: number): Uint8Array => new Uint8Array(len);
+    return {
+      wUkT: ops.prepareWeight({ name: 'kv_b_proj.w_uk_t', dtype: 'f8_e4m3', shape: [H * r, dn], bytes: permute(w.data, u8, H * r, dn, ukSrc),
+        scale: { data: ukScale, shape: [H * r, ukCols], blockSize: [1, bkT] } }),
+      wUv: ops.prepareWeight({ name: 'kv_b_proj.w_uv', dtype: 'f8_e4m3', shape: [H * dv, r], bytes: permute(w.data, u8, H * dv, r, uvSrc),
+        scale: { data: uvScale, shape: [H * dv, uvCols], blockSize: [1, bk] } }),
+    };
   }
-  return { wUkT, wUv };
+  if (w.format === 'bf16' || w.format === 'f16') {
+    const u16 = (len: number): Uint16Array => new Uint16Array(len);
+    return {
+      wUkT: ops.prepareWeight({ name: 'kv_b_proj.w_uk_t', dtype: w.format, shape: [H * r, dn], bytes: bytes(permute(w.data, u16, H * r, dn, ukSrc)) }),
+      wUv: ops.prepareWeight({ name: 'kv_b_proj.w_uv', dtype: w.format, shape: [H * dv, r], bytes: bytes(permute(w.data, u16, H * dv, r, uvSrc)) }),
+    };
+  }
+  const f = w.format === 'f32' ? w.data : weightToF32(w);
+  const f32 = (len: number): Float32Array => new Float32Array(len);
+  return {
+    wUkT: ops.prepareWeight({ name: 'kv_b_proj.w_uk_t', dtype: 'f32', shape: [H * r, dn], bytes: bytes(permute(f, f32, H * r, dn, ukSrc)) }),
+    wUv: ops.prepareWeight({ name: 'kv_b_proj.w_uv', dtype: 'f32', shape: [H * dv, r], bytes: bytes(permute(f, f32, H * dv, r, uvSrc)) }),
+  };
 }
 
 /**
- * {@link mlaAbsorbQuery} through the backend's matmul: per head, gathers `q_nope[:, h]` [numTokens, dn] and multiplies
- * by `W_UK[h]ᵀ`. Rows stay independent (batch invariant).
+ * {@link mlaAbsorbQuery} in one backend call: group h of `q_nope` times `W_UK[h]ᵀ`, then the rope part copied after
+ * it. Rows stay independent (batch invariant).
  * @param q [numTokens, numHeads, dn+dr] f32 (rope part already rotated)
  * @returns [numTokens, numHeads, kvLoraRank+dr] f32
  */
 export function mlaAbsorbQueryOps(ops: Ops, q: Float32Array, numTokens: number, w: MlaAbsorbWeights, d: MlaDims): Float32Array {
   const { numHeads: H, qkNopeHeadDim: dn, qkRopeHeadDim: dr, kvLoraRank: r } = d;
   const out = new Float32Array(numTokens * H * (r + dr));
-  const x = new Float32Array(numTokens * dn);
-  const y = new Float32Array(numTokens * r);
-  for (let h = 0; h < H; h++) {
-    for (let t = 0; t < numTokens; t++) {
-      const qOff = (t * H + h) * (dn + dr);
-      x.set(q.subarray(qOff, qOff + dn), t * dn);
-    }
-    ops.matmul(x, numTokens, w.wUkT[h], y);
-    for (let t = 0; t < numTokens; t++) {
-      const o = (t * H + h) * (r + dr);
-      out.set(y.subarray(t * r, (t + 1) * r), o);
-      const qOff = (t * H + h) * (dn + dr) + dn;
-      out.set(q.subarray(qOff, qOff + dr), o + r);
-    }
+  if (numTokens === 0) return out;
+  ops.groupedMatmul(q, numTokens, H, w.wUkT, { xRowStride: H * (dn + dr), xGroupStride: dn + dr, outRowStride: H * (r + dr), outGroupStride: r + dr }, out);
+  for (let t = 0; t < numTokens * H; t++) {
+    const qOff = t * (dn + dr) + dn;
+    const o = t * (r + dr) + r;
+    for (let c = 0; c < dr; c++) out[o + c] = q[qOff + c];
   }
   return out;
 }
 
 /**
- * {@link mlaAbsorbOutput} through the backend's matmul: per head, gathers `ô[:, h]` [numTokens, kvLoraRank] and
- * multiplies by `W_UV[h]ᵀ`. Rows stay independent (batch invariant).
+ * {@link mlaAbsorbOutput} in one backend call: group h of `ô` times `W_UV[h]ᵀ`. Rows stay independent (batch invariant).
  * @param latentOut [numTokens, numHeads, kvLoraRank] f32
  * @returns [numTokens, numHeads, dv] f32
  */
 export function mlaAbsorbOutputOps(ops: Ops, latentOut: Float32Array, numTokens: number, w: MlaAbsorbWeights, d: MlaDims): Float32Array {
-  const { numHeads: H, vHeadDim: dv, kvLoraRank: r } = d;
-  const out = new Float32Array(numTokens * H * dv);
-  const x = new Float32Array(numTokens * r);
-  const y = new Float32Array(numTokens * dv);
-  for (let h = 0; h < H; h++) {
-    for (let t = 0; t < numTokens; t++) {
-      const l = (t * H + h) * r;
-      x.set(latentOut.subarray(l, l + r), t * r);
-    }
-    ops.matmul(x, numTokens, w.wUv[h], y);
-    for (let t = 0; t < numTokens; t++) out.set(y.subarray(t * dv, (t + 1) * dv), (t * H + h) * dv);
-  }
-  return out;
+  const { numHeads: H, vHeadDim: dv } = d;
+  if (numTokens === 0) return new Float32Array(0);
+  return ops.groupedMatmul(latentOut, numTokens, H, w.wUv, undefined, new Float32Array(numTokens * H * dv));
 }
 
 /**
@@ -266,8 +296,8 @@ export interface MlaWeights {
   readonly kvAProjWithMqa: Weight;
   /** kv_a_layernorm [kvLoraRank] f32 */
   readonly kvALayernorm: Float32Array;
-  /** kv_b_proj dequantised [numHeads·(dn+dv), kvLoraRank] f32 (W_UK / W_UV are its per-head row blocks). */
-  readonly kvBProj: Float32Array;
+  /** kv_b_proj [numHeads·(dn+dv), kvLoraRank] (W_UK / W_UV are its per-head row blocks), as the backend holds it. */
+  readonly kvBProj: Weight;
   /** o_proj [hiddenSize, numHeads·dv] */
   readonly oProj: Weight;
 }
@@ -291,8 +321,10 @@ export interface MlaOptions {
  * on that row and the cache (batch invariant).
  */
 export class MlaAttention {
-  /** kv_b_proj split per head for the absorbed form (backend weights). */
+  /** kv_b_proj rearranged for the absorbed form (backend weights). */
   private readonly absorb: MlaAbsorbWeights;
+  /** kv_b_proj dequantised to f32, made on first use of the expanded form. */
+  private kvBF32: Float32Array | null = null;
 
   /** @throws InternalError when kv_b_proj does not match dims */
   constructor(
@@ -369,7 +401,8 @@ export class MlaAttention {
       const tableRow = batch.reqPoolIndices[i] * batch.reqToTokenStride;
       const keyLocs = batch.reqToToken.subarray(tableRow, tableRow + seqLen);
       const kv = new Float32Array(seqLen * H * (dn + dv));
-      mlaExpandKv(latent, keyLocs, seqLen, this.w.kvBProj, this.dims, kv);
+      this.kvBF32 ??= weightToF32(this.w.kvBProj);
+      mlaExpandKv(latent, keyLocs, seqLen, this.kvBF32, this.dims, kv);
       const selected = new Int32Array(seqLen);
       const scratch = new Float32Array(seqLen);
       for (let j = 0; j < batch.extendSeqLens[i]; j++) {

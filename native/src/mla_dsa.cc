@@ -1,0 +1,171 @@
+// MLA per-head products and the DSA indexer top-k (see mla_dsa.h).
+#include "mla_dsa.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace tsg {
+
+void groupedMatmul(ThreadPool& pool, const float* x, int64_t M, int64_t groups, const WeightView& w, const GroupedLayout& l, float* y) {
+  if (M <= 0 || groups <= 0) return;
+  const int64_t N = w.n / groups;
+  // tasks: groups × row chunks; each task is matmulRange over the group's weight rows (same per-element arithmetic)
+  const int64_t mChunk = M <= 2 ? M : 48;
+  const int64_t mChunks = (M + mChunk - 1) / mChunk;
+  const int threads = pool.threads();
+  static thread_local std::vector<std::vector<float>> scratch;
+  if (static_cast<int>(scratch.size()) < threads) scratch.resize(threads);
+  const int64_t need = gemmScratchFloats(w.k);
+  for (auto& s : scratch)
+    if (static_cast<int64_t>(s.size()) < need) s.resize(need);
+  auto* sp = &scratch;
+  auto task = [&, sp](int64_t t, int ti) {
+    const int64_t g = t / mChunks, m0 = (t % mChunks) * mChunk, m1 = std::min(M, m0 + mChunk);
+    matmulRange(x + m0 * l.xRowStride + g * l.xGroupStride, m1 - m0, l.xRowStride, w, g * N, (g + 1) * N,
+                y + m0 * l.outRowStride + g * l.outGroupStride, l.outRowStride, (*sp)[ti].data());
+  };
+  if (threads == 1) {
+    for (int64_t t = 0; t < groups * mChunks; t++) task(t, 0);
+    return;
+  }
+  pool.parallelFor(groups * mChunks, task);
+}
+
+namespace {
+
+/** Lane j = ((a_j0+a_j1)+(a_j2+a_j3)) + ((a_j4+a_j5)+(a_j6+a_j7)): the eight horizontal sums at once. */
+inline __m256 hsum8x8(const __m256* a) {
+  const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
+  const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
+  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+/**
+ * Index scores of keys [s0, s1) of one row: sc[s - s0] = Σ_h w[h]·ReLU(q[h]·k_s), eight keys per pass (a partial last
+ * pass reads a zero row for the missing keys; each lane's arithmetic depends only on its own q and k).
+ */
+void indexScores8(const float* q, const float* w, const IndexerArgs& a, const int32_t* locs, int64_t s0, int64_t s1,
+                  const float* zeroRow, float* sc) {
+  const int64_t D = a.headDim, H = a.numHeads;
+  const int64_t d8 = D & ~int64_t(7);
+  const int drem = static_cast<int>(D - d8);
+  const __m256i dmask = tailMask(drem);
+  alignas(32) float tmp[8];
+  for (int64_t s = s0; s < s1; s += 8) {
+    const int nk = static_cast<int>(std::min<int64_t>(8, s1 - s));
+    const float* kr[8];
+    for (int j = 0; j < 8; j++) kr[j] = j < nk ? a.k + static_cast<int64_t>(locs[s + j]) * a.kRowWidth : zeroRow;
+    if (s + 8 < s1) {
+      for (int j = 0; j < std::min<int64_t>(8, s1 - s - 8); j++) _mm_prefetch(reinterpret_cast<const char*>(a.k + static_cast<int64_t>(locs[s + 8 + j]) * a.kRowWidth), _MM_HINT_T0);
+    }
+    __m256 score = _mm256_setzero_ps();
+    for (int64_t h = 0; h < H; h++) {
+      const float* qh = q + h * D;
+      __m256 acc[8];
+      for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
+      for (int64_t e = 0; e < d8; e += 8) {
+        const __m256 qv = _mm256_loadu_ps(qh + e);
+        for (int j = 0; j < 8; j++) acc[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr[j] + e), acc[j]);
+      }
+      if (drem) {
+        const __m256 qv = _mm256_maskload_ps(qh + d8, dmask);
+        for (int j = 0; j < 8; j++) acc[j] = _mm256_fmadd_ps(qv, _mm256_maskload_ps(kr[j] + d8, dmask), acc[j]);
+      }
+      const __m256 relu = _mm256_max_ps(hsum8x8(acc), _mm256_setzero_ps());
+      score = _mm256_fmadd_ps(_mm256_broadcast_ss(w + h), relu, score);
+    }
+    if (nk == 8) {
+      _mm256_storeu_ps(sc + (s - s0), score);
+    } else {
+      _mm256_store_ps(tmp, score);
+      for (int j = 0; j < nk; j++) sc[s - s0 + j] = tmp[j];
+    }
+  }
+}
+
+/** The topK largest of sc[0..n) (ties → lower position), ascending positions into out. NaN ranks lowest. */
+void selectTopK(const float* sc, int64_t n, int64_t topK, std::vector<float>& tmp, int32_t* out) {
+  tmp.assign(sc, sc + n);
+  for (auto& v : tmp)
+    if (v != v) v = -__builtin_inff();
+  std::nth_element(tmp.begin(), tmp.begin() + (topK - 1), tmp.end(), [](float x, float y) { return x > y; });
+  const float thr = tmp[topK - 1];
+  int64_t above = 0;
+  for (int64_t s = 0; s < n; s++)
+    if (sc[s] > thr) above++;
+  int64_t ties = topK - above, m = 0;
+  for (int64_t s = 0; s < n && m < topK; s++) {
+    const float v = sc[s] != sc[s] ? -__builtin_inff() : sc[s];
+    if (v > thr || (v == thr && ties-- > 0)) out[m++] = static_cast<int32_t>(s);
+  }
+}
+
+}  // namespace
+
+std::string indexerTopK(ThreadPool& pool, const float* q, const float* weights, int64_t numTokens, const IndexerArgs& a, int32_t* out) {
+  const int64_t K = a.topK;
+  std::fill(out, out + numTokens * K, -1);
+  struct Row {
+    int64_t t, tableRow, numKeys;
+  };
+  std::vector<Row> rows;  // rows that need scores (more than topK causal keys)
+  for (int64_t i = 0; i < a.numReqs; i++) {
+    const int64_t start = a.extendStartLoc[i], len = a.extendSeqLens[i], prefix = a.extendPrefixLens[i];
+    if (start < 0 || len < 0 || prefix < 0 || start + len > numTokens) return "indexerTopK: req rows beyond numTokens";
+    const int64_t tableRow = static_cast<int64_t>(a.reqPoolIndices[i]) * a.reqToTokenStride;
+    if (prefix + len > a.reqToTokenStride || tableRow < 0 || tableRow + prefix + len > a.reqToTokenLen)
+      return "indexerTopK: sequence beyond reqToToken";
+    for (int64_t j = 0; j < len; j++) {
+      const int64_t t = start + j, numKeys = prefix + j + 1;
+      if (numKeys <= K) {
+        for (int64_t s = 0; s < numKeys; s++) out[t * K + s] = static_cast<int32_t>(s);
+      } else {
+        for (int64_t s = 0; s < numKeys; s++) {
+          const int32_t loc = a.reqToToken[tableRow + s];
+          if (loc < 0 || loc >= a.kLocs) return "indexerTopK: a KV loc from reqToToken lies outside the index keys";
+        }
+        rows.push_back(Row{t, tableRow, numKeys});
+      }
+    }
+  }
+  if (rows.empty()) return "";
+  if (a.qLen < numTokens * a.numHeads * a.headDim || a.wLen < numTokens * a.numHeads) return "indexerTopK: q or weights shorter than numTokens rows";
+  std::vector<float> zeroRow(a.headDim + 8, 0.0f);
+  // waves of rows whose scores fit the buffer; tasks = (row, chunk of kChunk keys), then one selection per row
+  constexpr int64_t kChunk = 128;
+  constexpr int64_t kMaxBuffer = int64_t(1) << 21;
+  std::vector<float> buf;
+  std::vector<int64_t> offs;
+  std::vector<std::pair<int64_t, int64_t>> tasks;  // (row index, first key)
+  size_t r0 = 0;
+  while (r0 < rows.size()) {
+    size_t r1 = r0;
+    int64_t total = 0;
+    offs.clear();
+    tasks.clear();
+    while (r1 < rows.size() && (r1 == r0 || total + rows[r1].numKeys <= kMaxBuffer)) {
+      offs.push_back(total);
+      for (int64_t s = 0; s < rows[r1].numKeys; s += kChunk) tasks.emplace_back(static_cast<int64_t>(r1), s);
+      total += rows[r1].numKeys;
+      r1++;
+    }
+    if (static_cast<int64_t>(buf.size()) < total) buf.resize(total);
+    float* bp = buf.data();
+    pool.parallelFor(static_cast<int64_t>(tasks.size()), [&](int64_t ti, int) {
+      const Row& r = rows[tasks[ti].first];
+      const int64_t s0 = tasks[ti].second, s1 = std::min(r.numKeys, s0 + kChunk);
+      indexScores8(q + r.t * a.numHeads * a.headDim, weights + r.t * a.numHeads, a, a.reqToToken + r.tableRow, s0, s1,
+                   zeroRow.data(), bp + offs[tasks[ti].first - r0] + s0);
+    });
+    pool.parallelFor(static_cast<int64_t>(r1 - r0), [&](int64_t i, int) {
+      thread_local std::vector<float> tmp;
+      const Row& r = rows[r0 + i];
+      selectTopK(bp + offs[i], r.numKeys, K, tmp, out + r.t * K);
+    });
+    r0 = r1;
+  }
+  return "";
+}
+
+}  // namespace tsg
