@@ -67,6 +67,9 @@ export class EngineCore {
   /** Total wall time spent in scheduler steps, ms, and step count (overhead figures). */
   stepTimeMs = 0;
   numSteps = 0;
+  /** Wall time, ms, in detokenization (incl. stop-string finishes) and in handing outputs to the transport (statistics). */
+  detokTimeMs = 0;
+  emitTimeMs = 0;
   private numDecodeSteps = 0;
   private lastRatio = 0;
 
@@ -310,9 +313,11 @@ export class EngineCore {
       this.scheduler.abortAll();
       result = this.scheduler.step();
     }
+    const tDetok = performance.now();
     const { outputs, stopMatches } = this.detok.process(result.outputs);
     for (const m of stopMatches) this.scheduler.finishReq(m.rid, { type: 'stop', matched: m.matched });
     const t1 = performance.now();
+    this.detokTimeMs += t1 - tDetok;
     const st = result.stats;
     if (st) {
       this.stepTimeMs += t1 - t0;
@@ -320,7 +325,10 @@ export class EngineCore {
       this.tp.windowTokens += st.numDecodeReqs;
       this.logStep(st, t1);
     }
-    if (outputs.length > 0) this.send({ type: 'outputs', outputs });
+    if (outputs.length > 0) {
+      this.send({ type: 'outputs', outputs });
+      this.emitTimeMs += performance.now() - t1;
+    }
     return result.stats !== null || result.outputs.length > 0;
   }
 }

@@ -3,6 +3,7 @@
 // other rows, so sampling is batch-invariant.
 import type { Rng } from '../common/index.js';
 import type { SamplingParams } from './sampling_params.js';
+import { drawFromScaledReference } from './sampler_reference.js';
 
 /** Per-request inputs to sample one row. */
 export interface RowSamplingInfo {
@@ -84,11 +85,27 @@ export function topLogprobsOf(lp: Float32Array, n: number): [number, number][] {
   return top;
 }
 
+/** Per-id scratch reused by every call (sampling runs on one thread, one row at a time): exp(s − max) and p. */
+let scratchE = new Float64Array(0);
+let scratchP = new Float32Array(0);
+/** Bit view of one f32 (sort keys of the candidates). */
+const F32 = new Float32Array(1);
+const U32 = new Uint32Array(F32.buffer);
+/** Relative slack of the candidate gather: p ≥ t implies exp(s − max) ≥ t · sum · (1 − GATHER_SLACK) (see drawCandidates). */
+const GATHER_SLACK = 1e-3;
+/** Ids below 2^ID_BITS get packed (p bits, id) sort keys; larger vocabularies sort with a comparator. */
+const ID_BITS = 21;
+
 /**
  * Samples one row (SGLang order): penalties → greedy argmax if topK = 1; else softmax(logits / temperature), then
  * top-k, top-p (`cumsum − p > topP` dropped) and min-p (`p < minP · pMax` dropped) over the descending-sorted
  * probabilities, and a multinomial draw from what is left. Returned logprobs are from the distribution before the
  * top-k/p/min-p filters (SGLang default).
+ *
+ * Cost per row (vocab V): greedy one pass; otherwise two passes plus one exp per id (the log-sum-exp), then, for
+ * filtered draws, exps and a sort over the candidate set only (unfiltered draws: a second exp per id). Results are
+ * bit-identical to sampler_reference.ts (the straightforward version: same token, logprob and RNG use), which
+ * rows with non-finite values are handed to.
  * @param logits [vocabSize] f32 one row (overwritten with scratch values)
  * @returns the token; `logprob` is NaN for a greedy row with needLogprob false
  * @throws nothing; an all −Infinity row samples token 0
@@ -99,63 +116,130 @@ export function sampleRow(logits: Float32Array, info: RowSamplingInfo): RowSampl
   const V = logits.length;
   if (p.topK === 1) {
     let best = 0;
-    for (let i = 1; i < V; i++) if (logits[i] > logits[best]) best = i;
+    let bestV = logits[0];
+    for (let i = 1; i < V; i++) {
+      const v = logits[i];
+      if (v > bestV) {
+        bestV = v;
+        best = i;
+      }
+    }
     if (info.needLogprob === false && info.topLogprobsNum === 0) return { tokenId: best, logprob: NaN, topLogprobs: [] };
     logSoftmax(logits, logits);
     return { tokenId: best, logprob: logits[best], topLogprobs: topLogprobsOf(logits, info.topLogprobsNum) };
   }
+  // s = f32(logit / T) in place, and its max (as the reference's `logits[i] *= invT` then logSoftmax).
   const invT = 1 / p.temperature;
-  for (let i = 0; i < V; i++) logits[i] *= invT;
-  logSoftmax(logits, logits); // logits now hold logprobs
-  const probs = new Float32Array(V);
-  let pMax = 0;
+  let max = -Infinity;
   for (let i = 0; i < V; i++) {
-    probs[i] = Math.exp(logits[i]);
-    if (probs[i] > pMax) pMax = probs[i];
+    const s = Math.fround(logits[i] * invT);
+    logits[i] = s;
+    if (s > max) max = s;
   }
-  const tokenId = drawFiltered(probs, pMax, p.topK, p.topP, p.minP, info.rng);
-  return { tokenId, logprob: logits[tokenId], topLogprobs: topLogprobsOf(logits, info.topLogprobsNum) };
+  if (scratchE.length < V) {
+    scratchE = new Float64Array(V);
+    scratchP = new Float32Array(V);
+  }
+  const E = scratchE;
+  let sum = 0;
+  for (let i = 0; i < V; i++) {
+    const e = Math.exp(logits[i] - max);
+    E[i] = e;
+    sum += e;
+  }
+  const lse = max + Math.log(sum);
+  // NaN / ±Infinity somewhere: the reference's exact behaviour.
+  if (!Number.isFinite(lse) || !(sum >= 1)) return drawFromScaledReference(logits, info);
+  const tokenId =
+    p.topK >= V && p.topP >= 1 && p.minP <= 0 ? drawUnfiltered(logits, lse, info.rng) : drawCandidates(logits, E, max, sum, lse, p.topK, p.topP, p.minP, info.rng);
+  if (info.topLogprobsNum > 0) {
+    for (let i = 0; i < V; i++) logits[i] = logits[i] - lse; // f32 logprobs, as the reference's logSoftmax
+    return { tokenId, logprob: logits[tokenId], topLogprobs: topLogprobsOf(logits, info.topLogprobsNum) };
+  }
+  return { tokenId, logprob: Math.fround(logits[tokenId] - lse), topLogprobs: [] };
 }
 
 /**
- * Multinomial draw under top-k / top-p / min-p. Only a candidate set is sorted: the tokens with p ≥ t for a threshold
- * t lowered until the set holds ≥ topK tokens or more than topP mass — every token outside it ranks below all of
- * them and so would be dropped by top-k or top-p anyway (exact, not an approximation).
- * @param probs [V] f32 softmax probabilities
+ * Multinomial draw over the whole vocabulary: p = f32(exp(f32(s − lse))) per id, one rng.nextFloat().
+ * @param scaled [V] f32 logits / T @param lse log-sum-exp of `scaled`
  */
-function drawFiltered(probs: Float32Array, pMax: number, topK: number, topP: number, minP: number, rng: Rng): number {
-  const V = probs.length;
-  const u = rng.nextFloat();
-  if (topK >= V && topP >= 1 && minP <= 0) {
-    let total = 0;
-    for (let i = 0; i < V; i++) total += probs[i];
-    let acc = 0;
-    const target = u * total;
-    for (let i = 0; i < V; i++) {
-      acc += probs[i];
-      if (acc > target) return i;
-    }
-    return lastNonZero(probs);
+function drawUnfiltered(scaled: Float32Array, lse: number, rng: Rng): number {
+  const V = scaled.length;
+  const P = scratchP;
+  let total = 0;
+  for (let i = 0; i < V; i++) {
+    const pr = Math.fround(Math.exp(Math.fround(scaled[i] - lse)));
+    P[i] = pr;
+    total += pr;
   }
-  let cand: number[] = [];
-  for (let t = pMax * 0.01; ; t /= 16) {
-    cand = [];
+  const target = rng.nextFloat() * total;
+  let acc = 0;
+  for (let i = 0; i < V; i++) {
+    acc += P[i];
+    if (acc > target) return i;
+  }
+  for (let i = V - 1; i >= 0; i--) if (P[i] > 0) return i;
+  return 0;
+}
+
+/**
+ * Multinomial draw under top-k / top-p / min-p, computing p only for a candidate set. The candidate set is the
+ * reference's: the ids with p ≥ t for t = pMax/100, /16, /16², … down to the first t where the set holds ≥ topK ids
+ * or more than topP mass (summed in id order, as the reference) or t < 1e-38 — every id outside it ranks below all
+ * of them and would be dropped by top-k / top-p anyway; with min-p the lowering also stops once t ≤ pMax · minP, and
+ * ids under pMax · minP are left out (they sort after every kept id and are never kept). Ids are gathered by their
+ * exp(s − max) ≥ t · sum · (1 − 1e-3), a superset of p ≥ t: f32 rounding moves p by < 2e-6 relative for t ≥ 6e-40
+ * (the smallest t reached), far inside the slack. The set is sorted by (p descending, id ascending) through packed
+ * numeric keys, and the draw is the reference's.
+ * @param scaled [V] f32 logits / T @param E [≥V] exp(scaled − max) @param max max of `scaled` @param sum Σ E
+ * @param lse log-sum-exp of `scaled`
+ */
+function drawCandidates(scaled: Float32Array, E: Float64Array, max: number, sum: number, lse: number, topK: number, topP: number, minP: number, rng: Rng): number {
+  const V = scaled.length;
+  const P = scratchP;
+  const u = rng.nextFloat();
+  // p is non-decreasing in s, so the largest p is the max's (the reference's running max over p).
+  const pMax = Math.fround(Math.exp(Math.fround(max - lse)));
+  const minThresh = pMax * minP;
+  const kLimit = Math.min(topK, V);
+  let ids: number[] = [];
+  let gathered = Infinity; // ids with E ≥ gathered are in `ids` (id order) with P set
+  let t = pMax * 0.01;
+  for (;;) {
+    if (t * sum * (1 - GATHER_SLACK) < gathered) {
+      // Gather two levels (t and t/16) at once.
+      const bound = (t / 16) * sum * (1 - GATHER_SLACK);
+      const next: number[] = [];
+      for (let i = 0; i < V; i++) {
+        const e = E[i];
+        if (e >= bound) {
+          if (!(e >= gathered)) P[i] = Math.fround(Math.exp(Math.fround(scaled[i] - lse)));
+          next.push(i);
+        }
+      }
+      ids = next;
+      gathered = bound;
+    }
+    let count = 0;
     let mass = 0;
-    for (let i = 0; i < V; i++) {
-      if (probs[i] >= t) {
-        cand.push(i);
-        mass += probs[i];
+    for (let j = 0; j < ids.length; j++) {
+      const pr = P[ids[j]];
+      if (pr >= t) {
+        count++;
+        mass += pr;
       }
     }
-    if (cand.length >= Math.min(topK, V) || mass > topP || t < 1e-38) break;
+    if (count >= kLimit || mass > topP || t < 1e-38) break;
+    if (minP > 0 && t <= minThresh) break;
+    t /= 16;
   }
-  cand.sort((a, b) => probs[b] - probs[a] || a - b);
+  const floor = Math.max(t, minThresh);
+  const cand = sortCandidates(ids, P, floor);
   const keep = new Float64Array(cand.length);
   let cum = 0;
-  const minThresh = probs[cand[0]] * minP;
   let total = 0;
   for (let r = 0; r < cand.length; r++) {
-    const pr = probs[cand[r]];
+    const pr = P[cand[r]];
     const before = cum;
     cum += pr;
     if (r >= topK) break;
@@ -175,7 +259,23 @@ function drawFiltered(probs: Float32Array, pMax: number, topK: number, topP: num
   return cand[0] ?? 0;
 }
 
-function lastNonZero(p: Float32Array): number {
-  for (let i = p.length - 1; i >= 0; i--) if (p[i] > 0) return i;
-  return 0;
+/**
+ * The ids of `ids` with P[id] ≥ floor, sorted by P descending then id ascending. Keys pack the f32 bits of P
+ * (monotone for p ≥ 0) above the complemented id, exact in a double below 2^53, so a native numeric sort does it.
+ */
+function sortCandidates(ids: readonly number[], P: Float32Array, floor: number): number[] {
+  const sel: number[] = [];
+  for (let j = 0; j < ids.length; j++) if (P[ids[j]] >= floor) sel.push(ids[j]);
+  const n = sel.length;
+  if (n === 0 || sel[n - 1] >= 1 << ID_BITS) return sel.sort((a, b) => P[b] - P[a] || a - b);
+  const mask = (1 << ID_BITS) - 1;
+  const keys = new Float64Array(n);
+  for (let j = 0; j < n; j++) {
+    F32[0] = P[sel[j]];
+    keys[j] = U32[0] * (mask + 1) + (mask - sel[j]);
+  }
+  keys.sort();
+  const out = new Array<number>(n);
+  for (let j = 0; j < n; j++) out[j] = mask - (keys[n - 1 - j] % (mask + 1));
+  return out;
 }

@@ -99,6 +99,10 @@ export class Scheduler {
   totalPromptTokens = 0;
   totalCachedTokens = 0;
   totalGeneratedTokens = 0;
+  /** Wall time, ms, from step start to the model call (scheduling, KV allocation, batch lowering and building); statistics only. */
+  scheduleTimeMs = 0;
+  /** Wall time, ms, after the model call (KV commit, token append, stop rules, outputs); statistics only. */
+  postprocessTimeMs = 0;
 
   /**
    * @param cfg scheduling slice
@@ -199,6 +203,7 @@ export class Scheduler {
 
   /** One scheduling step: runs at most one forward. Synchronous. */
   step(): StepResult {
+    const tStart = performance.now();
     const outputs = this.pendingOutputs;
     this.pendingOutputs = [];
     const numRunningBefore = this.running.length;
@@ -229,7 +234,10 @@ export class Scheduler {
     // Lower to a ForwardBatch.
     const { entries, sample, score, sampled, scoreOwners, numExtendTokens } = lowerScheduleBatch(extends_, decodes, decodeLocs);
     const batch = buildForwardBatch(entries, this.mem.reqToTokenPool.reqToToken, this.mem.reqToTokenPool.maxContextLen, this.runner.kvPool);
+    const tRun = performance.now();
+    this.scheduleTimeMs += tRun - tStart;
     const result = this.runner.run(batch, sample, score);
+    const tPost = performance.now();
 
     // Postprocess: commit KV, record logprobs, append tokens, finish.
     result.scores.forEach((s, i) => {
@@ -299,6 +307,7 @@ export class Scheduler {
       newTokenRatio: this.newTokenRatio,
     };
     if (this.cfg.recordStats) this.statsHistory.push(stats);
+    this.postprocessTimeMs += performance.now() - tPost;
     return { stats, outputs };
   }
 
