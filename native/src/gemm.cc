@@ -21,21 +21,41 @@ namespace {
 
 constexpr int64_t kDirectMaxM = 2;
 
+/**
+ * Software prefetch distance (bytes) of the direct path. A tile reads NR rows of one contiguous block of weight
+ * rows (rows are only 0.5–4 KB long, so the hardware prefetcher sees NR short streams and never ramps up); while it
+ * consumes its block it prefetches the bytes kPrefetchAhead further on, proportionally to its progress, so DRAM
+ * reads run at full bandwidth. Env TSG_MV_PREFETCH for tuning experiments (results never depend on it).
+ */
+const int64_t kPrefetchAhead = [] {
+  const char* v = std::getenv("TSG_MV_PREFETCH");
+  const int64_t n = v ? std::atoll(v) : -1;
+  return n >= 0 ? n : int64_t(4096);
+}();
+
+inline void prefetchLine(const void* p) {
+  _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0);
+}
+
 /** f32 rows (weights or decoded scratch). */
 struct DecF32 {
+  static constexpr int kBytes = 4;
   const float* w;
   int64_t ld;
   using Row = const float*;
   Row row(int64_t n) const { return w + n * ld; }
+  const char* base(Row r) const { return reinterpret_cast<const char*>(r); }
   __m256 load8(Row r, int64_t k) const { return _mm256_loadu_ps(r + k); }
   __m256 tail(Row r, int64_t k, int rem) const { return _mm256_maskload_ps(r + k, tailMask(rem)); }
 };
 
 struct DecBf16 {
+  static constexpr int kBytes = 2;
   const uint16_t* w;
   int64_t ld;
   using Row = const uint16_t*;
   Row row(int64_t n) const { return w + n * ld; }
+  const char* base(Row r) const { return reinterpret_cast<const char*>(r); }
   __m256 load8(Row r, int64_t k) const { return bf16X8(r + k); }
   __m256 tail(Row r, int64_t k, int rem) const {
     alignas(16) uint16_t t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -45,10 +65,12 @@ struct DecBf16 {
 };
 
 struct DecF16 {
+  static constexpr int kBytes = 2;
   const uint16_t* w;
   int64_t ld;
   using Row = const uint16_t*;
   Row row(int64_t n) const { return w + n * ld; }
+  const char* base(Row r) const { return reinterpret_cast<const char*>(r); }
   __m256 load8(Row r, int64_t k) const { return f16X8(r + k); }
   __m256 tail(Row r, int64_t k, int rem) const {
     alignas(16) uint16_t t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -59,6 +81,7 @@ struct DecF16 {
 
 /** Block-FP8 decoded in registers: raw(code)·2^-120 × scale·2^120 (bk a power of two, multiple of 8). */
 struct DecFp8 {
+  static constexpr int kBytes = 1;
   const uint8_t* w;
   int64_t ld;
   const float* scaleEff;
@@ -69,6 +92,7 @@ struct DecFp8 {
     const float* s;
   };
   Row row(int64_t n) const { return {w + n * ld, scaleEff + (n / bn) * sCols}; }
+  const char* base(const Row& r) const { return reinterpret_cast<const char*>(r.p); }
   __m256 load8(const Row& r, int64_t k) const {
     return _mm256_mul_ps(fp8RawX8(r.p + k), _mm256_broadcast_ss(r.s + (k >> bkShift)));
   }
@@ -79,7 +103,23 @@ struct DecFp8 {
   }
 };
 
-/** The register tile: y[MR, NR] for activation rows x[0..MR) and weight rows n0..n0+NR. */
+/** acc[i][j] += x[i][k..k+8) · w[j][k..k+8) for one group of 8 k (the per-element arithmetic of every path). */
+template <int MR, int NR, class Dec>
+inline void step8(const float* x, int64_t ldx, const Dec& dec, const typename Dec::Row* rows, int64_t k,
+                  __m256 (&acc)[MR][NR]) {
+  __m256 xv[MR];
+  for (int i = 0; i < MR; i++) xv[i] = _mm256_loadu_ps(x + i * ldx + k);
+  for (int j = 0; j < NR; j++) {
+    const __m256 wv = dec.load8(rows[j], k);
+    for (int i = 0; i < MR; i++) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
+  }
+}
+
+/**
+ * The register tile: y[MR, NR] for activation rows x[0..MR) and weight rows n0..n0+NR. The NR rows are one
+ * contiguous block; for every 64 bytes each row advances, NR lines kPrefetchAhead bytes past the matching point
+ * of the block are prefetched.
+ */
 template <int MR, int NR, class Dec>
 inline void tile(const float* x, int64_t ldx, const Dec& dec, int64_t n0, int64_t K, float* y, int64_t ldy) {
   __m256 acc[MR][NR];
@@ -87,15 +127,15 @@ inline void tile(const float* x, int64_t ldx, const Dec& dec, int64_t n0, int64_
     for (int j = 0; j < NR; j++) acc[i][j] = _mm256_setzero_ps();
   typename Dec::Row rows[NR];
   for (int j = 0; j < NR; j++) rows[j] = dec.row(n0 + j);
+  const char* pf = dec.base(rows[0]) + kPrefetchAhead;
+  constexpr int64_t kLine = 64 / Dec::kBytes;  // k per 64-byte line of one row
   const int64_t k8 = K & ~int64_t(7);
-  for (int64_t k = 0; k < k8; k += 8) {
-    __m256 xv[MR];
-    for (int i = 0; i < MR; i++) xv[i] = _mm256_loadu_ps(x + i * ldx + k);
-    for (int j = 0; j < NR; j++) {
-      const __m256 wv = dec.load8(rows[j], k);
-      for (int i = 0; i < MR; i++) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
-    }
+  int64_t k = 0;
+  for (; k + kLine <= k8; k += kLine) {
+    for (int j = 0; j < NR; j++) prefetchLine(pf + (k * Dec::kBytes) * NR + 64 * j);
+    for (int64_t u = 0; u < kLine; u += 8) step8<MR, NR>(x, ldx, dec, rows, k + u, acc);
   }
+  for (; k < k8; k += 8) step8<MR, NR>(x, ldx, dec, rows, k, acc);
   const int rem = static_cast<int>(K - k8);
   if (rem) {
     const __m256i mask = tailMask(rem);
@@ -121,20 +161,27 @@ inline void tile(const float* x, int64_t ldx, const DecFp8& dec, int64_t n0, int
     for (int j = 0; j < NR; j++) acc[i][j] = _mm256_setzero_ps();
   DecFp8::Row rows[NR];
   for (int j = 0; j < NR; j++) rows[j] = dec.row(n0 + j);
+  const char* pf = dec.base(rows[0]) + kPrefetchAhead;
   const int64_t k8 = K & ~int64_t(7);
   const int64_t bk = int64_t(1) << dec.bkShift;
+  auto step = [&](int64_t k, const __m256(&sc)[NR]) {
+    __m256 xv[MR];
+    for (int i = 0; i < MR; i++) xv[i] = _mm256_loadu_ps(x + i * ldx + k);
+    for (int j = 0; j < NR; j++) {
+      const __m256 wv = _mm256_mul_ps(fp8RawX8(rows[j].p + k), sc[j]);
+      for (int i = 0; i < MR; i++) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
+    }
+  };
   for (int64_t kb = 0; kb < k8; kb += bk) {
     const int64_t ke = std::min(kb + bk, k8);
     __m256 sc[NR];
     for (int j = 0; j < NR; j++) sc[j] = _mm256_broadcast_ss(rows[j].s + (kb >> dec.bkShift));
-    for (int64_t k = kb; k < ke; k += 8) {
-      __m256 xv[MR];
-      for (int i = 0; i < MR; i++) xv[i] = _mm256_loadu_ps(x + i * ldx + k);
-      for (int j = 0; j < NR; j++) {
-        const __m256 wv = _mm256_mul_ps(fp8RawX8(rows[j].p + k), sc[j]);
-        for (int i = 0; i < MR; i++) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
-      }
+    int64_t k = kb;
+    for (; k + 64 <= ke; k += 64) {
+      for (int j = 0; j < NR; j++) prefetchLine(pf + k * NR + 64 * j);
+      for (int64_t u = 0; u < 64; u += 8) step(k + u, sc);
     }
+    for (; k < ke; k += 8) step(k, sc);
   }
   const int rem = static_cast<int>(K - k8);
   if (rem) {
@@ -160,10 +207,18 @@ inline void tileRow(const float* x, int64_t ldx, const Dec& dec, int64_t n0, int
   }
 }
 
-/** y[m, n - n0] for m in [0, M), n in [n0, n1), tiles of up to MAXMR rows × 4 weight rows. */
+/**
+ * y[m, n - n0] for m in [0, M), n in [n0, n1), tiles of up to MAXMR rows × 4 weight rows. The first
+ * kPrefetchAhead bytes of the range are prefetched up front (the tiles prefetch the rest as they go).
+ */
 template <int MAXMR, class Dec>
 void blockKernel(const float* x, int64_t M, int64_t ldx, const Dec& dec, int64_t n0, int64_t n1, int64_t K, float* y,
                  int64_t ldy) {
+  {
+    const char* b = dec.base(dec.row(n0));
+    const int64_t bytes = std::min<int64_t>(kPrefetchAhead, (n1 - n0) * dec.ld * Dec::kBytes);
+    for (int64_t o = 0; o < bytes; o += 64) prefetchLine(b + o);
+  }
   for (int64_t m = 0; m < M; m += MAXMR) {
     const int mr = static_cast<int>(std::min<int64_t>(MAXMR, M - m));
     for (int64_t n = n0; n < n1; n += 4) {

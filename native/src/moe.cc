@@ -8,6 +8,21 @@
 
 namespace tsg {
 
+namespace {
+
+/**
+ * Weight rows per (expert, matrix) task. Few tokens (≤ 2, the direct mat-vec path: streaming the weights is the
+ * whole cost) → long contiguous runs, split only enough to give every thread ~2 tasks over the 3 gate/up matrices
+ * of the ~4 active experts; more tokens → the blocked path's chunk.
+ */
+int64_t expertRowsPerTask(const WeightView& w, int64_t tokens, int threads) {
+  if (tokens > 2) return gemmRowsPerTask(w.k);
+  if (threads <= 1) return w.n;
+  return std::max<int64_t>(32, (w.n / threads + 3) & ~int64_t(3));
+}
+
+}  // namespace
+
 std::string fusedMoe(ThreadPool& pool, const float* x, int64_t numTokens, int64_t hidden, const std::vector<ExpertView>& experts,
                      const int32_t* topkIds, const float* topkWeights, int64_t topK, float* out) {
   const int64_t numExperts = static_cast<int64_t>(experts.size());
@@ -78,7 +93,7 @@ std::string fusedMoe(ThreadPool& pool, const float* x, int64_t numTokens, int64_
     for (int64_t e = 0; e < numExperts; e++) {
       if (first[e + 1] == first[e]) continue;
       const WeightView& w = down ? *experts[e].down : *experts[e].gate;
-      const int64_t rows = gemmRowsPerTask(w.k);
+      const int64_t rows = expertRowsPerTask(w, first[e + 1] - first[e], threads);
       for (int64_t n0 = 0; n0 < w.n; n0 += rows) {
         const int64_t n1 = std::min(w.n, n0 + rows);
         if (down) tasks.push_back({static_cast<int32_t>(e), 2, n0, n1});
