@@ -16,7 +16,8 @@
         "src/ops.cc",
         "src/attention.cc",
         "src/moe.cc",
-        "src/mla_dsa.cc"
+        "src/mla_dsa.cc",
+        "src/sampling.cc"
       ],
       "cflags!": ["-fno-exceptions"],
       "cflags_cc!": ["-fno-exceptions", "-fno-rtti", "-std=gnu++17", "-std=gnu++20"],

@@ -9,6 +9,7 @@
 #include "gemm.h"
 #include "mla_dsa.h"
 #include "ops.h"
+#include "sampling.h"
 #include "thread_pool.h"
 
 namespace {
@@ -67,6 +68,7 @@ struct Args {
   }
   float* f32(size_t i, int64_t* len = nullptr) const { return typed<float>(i, napi_float32_array, len); }
   int32_t* i32(size_t i, int64_t* len = nullptr) const { return typed<int32_t>(i, napi_int32_array, len); }
+  double* f64(size_t i, int64_t* len = nullptr) const { return typed<double>(i, napi_float64_array, len); }
   template <class T>
   T* external(size_t i) const {
     void* p;
@@ -474,6 +476,32 @@ EXPORT_FN(measureReadBandwidth) {
   return out;
 }
 
+// expShiftSum(s: f32, n, shift, E: f64) → Σ E: E[i] = exp(s[i] − shift), Math.exp-identical (sampling.h)
+EXPORT_FN(expShiftSum) {
+  Args a(env, info, 4);
+  int64_t sl, el;
+  const float* s = a.f32(0, &sl);
+  const int64_t n = a.i64(1);
+  double* e = a.f64(3, &el);
+  if (n < 0 || sl < n || el < n) throw Failure{"tsglang_native: expShiftSum buffers too small"};
+  napi_value out;
+  napi_create_double(env, tsg::expShiftSum(s, n, a.num(2), e), &out);
+  return out;
+}
+
+// expProbs(s: f32, n, lse, P: f32) → Σ P: P[i] = f32(exp(f32(s[i] − lse))), Math.exp-identical (sampling.h)
+EXPORT_FN(expProbs) {
+  Args a(env, info, 4);
+  int64_t sl, pl;
+  const float* s = a.f32(0, &sl);
+  const int64_t n = a.i64(1);
+  float* p = a.f32(3, &pl);
+  if (n < 0 || sl < n || pl < n) throw Failure{"tsglang_native: expProbs buffers too small"};
+  napi_value out;
+  napi_create_double(env, tsg::expProbs(s, n, a.num(2), p), &out);
+  return out;
+}
+
 napi_value init(napi_env env, napi_value exports) {
   const napi_property_descriptor props[] = {
       {"createBackend", nullptr, createBackend, nullptr, nullptr, nullptr, napi_default, nullptr},
@@ -493,6 +521,8 @@ napi_value init(napi_env env, napi_value exports) {
       {"fusedMoe", nullptr, fusedMoe, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"measureFmaPeak", nullptr, measureFmaPeak, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"measureReadBandwidth", nullptr, measureReadBandwidth, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"expShiftSum", nullptr, expShiftSum, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"expProbs", nullptr, expProbs, nullptr, nullptr, nullptr, napi_default, nullptr},
   };
   napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props);
   return exports;

@@ -85,6 +85,25 @@ export function topLogprobsOf(lp: Float32Array, n: number): [number, number][] {
   return top;
 }
 
+/**
+ * Native versions of the two exp passes (native/src/sampling.cc), bit-identical to the loops they replace (V8's
+ * Math.exp is fdlibm's exp; the addon computes the same operations four lanes at a time). Installed by the engine
+ * when the native addon loads (sampling/ imports no kernels); null = the JavaScript loops.
+ */
+export interface SamplerExpKernels {
+  /** E[i] = exp(s[i] − shift) for i < n; returns the sum of E in index order. @param s [≥n] f32 @param E [≥n] f64 */
+  expShiftSum(s: Float32Array, n: number, shift: number, E: Float64Array): number;
+  /** P[i] = f32(exp(f32(s[i] − lse))) for i < n; returns the sum of P in index order. @param s [≥n] f32 @param P [≥n] f32 */
+  expProbs(s: Float32Array, n: number, lse: number, P: Float32Array): number;
+}
+
+let expKernels: SamplerExpKernels | null = null;
+
+/** Installs (or with null removes) the native exp passes for every later sampleRow call in this thread. */
+export function setSamplerExpKernels(kernels: SamplerExpKernels | null): void {
+  expKernels = kernels;
+}
+
 /** Per-id scratch reused by every call (sampling runs on one thread, one row at a time): exp(s − max) and p. */
 let scratchE = new Float64Array(0);
 let scratchP = new Float32Array(0);
@@ -102,7 +121,8 @@ const ID_BITS = 21;
  * probabilities, and a multinomial draw from what is left. Returned logprobs are from the distribution before the
  * top-k/p/min-p filters (SGLang default).
  *
- * Cost per row (vocab V): greedy one pass; otherwise two passes plus one exp per id (the log-sum-exp), then, for
+ * Cost per row (vocab V): greedy one pass; otherwise two passes plus one exp per id (the log-sum-exp; native when
+ * installed, see setSamplerExpKernels), then, for
  * filtered draws, exps and a sort over the candidate set only (unfiltered draws: a second exp per id). Results are
  * bit-identical to sampler_reference.ts (the straightforward version: same token, logprob and RNG use), which
  * rows with non-finite values are handed to.
@@ -142,10 +162,13 @@ export function sampleRow(logits: Float32Array, info: RowSamplingInfo): RowSampl
   }
   const E = scratchE;
   let sum = 0;
-  for (let i = 0; i < V; i++) {
-    const e = Math.exp(logits[i] - max);
-    E[i] = e;
-    sum += e;
+  if (expKernels !== null) sum = expKernels.expShiftSum(logits, V, max, E);
+  else {
+    for (let i = 0; i < V; i++) {
+      const e = Math.exp(logits[i] - max);
+      E[i] = e;
+      sum += e;
+    }
   }
   const lse = max + Math.log(sum);
   // NaN / ±Infinity somewhere: the reference's exact behaviour.
@@ -167,10 +190,13 @@ function drawUnfiltered(scaled: Float32Array, lse: number, rng: Rng): number {
   const V = scaled.length;
   const P = scratchP;
   let total = 0;
-  for (let i = 0; i < V; i++) {
-    const pr = Math.fround(Math.exp(Math.fround(scaled[i] - lse)));
-    P[i] = pr;
-    total += pr;
+  if (expKernels !== null) total = expKernels.expProbs(scaled, V, lse, P);
+  else {
+    for (let i = 0; i < V; i++) {
+      const pr = Math.fround(Math.exp(Math.fround(scaled[i] - lse)));
+      P[i] = pr;
+      total += pr;
+    }
   }
   const target = rng.nextFloat() * total;
   let acc = 0;

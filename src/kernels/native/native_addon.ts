@@ -39,6 +39,10 @@ export interface NativeAddon {
     topkWeights: Float32Array, topK: number, out: Float32Array): void;
   measureFmaPeak(b: NativeHandle, seconds: number): number;
   measureReadBandwidth(b: NativeHandle, bytes: number, reps: number): number;
+  /** Sampler exp pass: e[i] = exp(s[i] − shift) (f64, Math.exp-identical), returns Σ e in index order (native/src/sampling.h). */
+  expShiftSum?(s: Float32Array, n: number, shift: number, e: Float64Array): number;
+  /** Sampler exp pass: p[i] = f32(exp(f32(s[i] − lse))), returns Σ p in index order (native/src/sampling.h). */
+  expProbs?(s: Float32Array, n: number, lse: number, p: Float32Array): number;
 }
 
 /** Outcome of loading the addon. */

@@ -1,0 +1,25 @@
+// Sampling helpers: the exp passes of the row sampler (src/sampling/sampler.ts), bit-identical to JavaScript's
+// Math.exp (V8 computes it with fdlibm's __ieee754_exp; this is the same algorithm, operation for operation, four
+// doubles at a time with AVX2, compiled without FMA contraction).
+#pragma once
+#include <cstdint>
+
+namespace tsg {
+
+/** fdlibm __ieee754_exp (scalar), the function V8's Math.exp is. */
+double fdlibmExp(double x);
+
+/**
+ * E[i] = exp(double(s[i]) − shift) for i < n; returns the sum of E in index order (a sequential double sum, as a
+ * JavaScript loop `sum += E[i]`).
+ * @param s [n] f32 @param E [n] f64 out
+ */
+double expShiftSum(const float* s, int64_t n, double shift, double* E);
+
+/**
+ * P[i] = f32(exp(f32(double(s[i]) − lse))) for i < n; returns the sequential double sum of P in index order.
+ * @param s [n] f32 @param P [n] f32 out
+ */
+double expProbs(const float* s, int64_t n, double lse, float* P);
+
+}  // namespace tsg

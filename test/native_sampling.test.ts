@@ -1,0 +1,86 @@
+// The native exp passes of the sampler (native/src/sampling.cc) against JavaScript's Math.exp: bit-identical values
+// and index-order sums on rows with every kind of value (in and out of the AVX2 path's range, ±Infinity, NaN, odd
+// lengths), and sampleRow with the native passes installed against sampleRowReference. Skipped (with the reason)
+// when the addon is not built.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Rng } from '../src/common/index.js';
+import { installNativeSampling } from '../src/engine/index.js';
+import { loadNativeAddon } from '../src/kernels/index.js';
+import { normalizeSamplingParams, sampleRow, setSamplerExpKernels, type RowSamplingInfo, type SamplingParamsInput } from '../src/sampling/index.js';
+import { sampleRowReference } from '../src/sampling/sampler_reference.js';
+
+const addon = loadNativeAddon().addon;
+const skip = addon?.expShiftSum && addon.expProbs ? false : 'native addon (with expShiftSum / expProbs) unavailable';
+
+function row(rng: Rng, n: number): Float32Array {
+  const r = new Float32Array(n);
+  for (let i = 0; i < n; i++) {
+    const m = rng.nextInt(8);
+    r[i] = m === 0 ? (rng.nextFloat() - 0.9) * 60 : m === 1 ? (rng.nextFloat() - 0.5) * 3 : m === 2 ? (rng.nextFloat() - 0.5) * 2000 : m === 3 ? (rng.nextFloat() - 0.5) * 1e-8 : m === 4 ? -Infinity : rng.nextGaussian() * 4;
+  }
+  return r;
+}
+
+test('expShiftSum / expProbs = Math.exp loops, bit for bit', { skip }, () => {
+  const rng = new Rng(31);
+  for (const n of [0, 1, 3, 4, 5, 17, 1000, 40003]) {
+    for (const shift of [0, 3.25, -7.5, 0.1]) {
+      const s = row(rng, n);
+      if (n > 10) s[7] = NaN;
+      const e = new Float64Array(n);
+      const sum = addon!.expShiftSum!(s, n, shift, e);
+      let want = 0;
+      for (let i = 0; i < n; i++) {
+        const v = Math.exp(s[i] - shift);
+        assert.ok(Object.is(e[i], v), `n ${n} shift ${shift} i ${i}: exp(${s[i] - shift}) ${e[i]} vs ${v}`);
+        want += v;
+      }
+      assert.ok(Object.is(sum, want), `sum ${sum} vs ${want}`);
+      const p = new Float32Array(n);
+      const total = addon!.expProbs!(s, n, shift, p);
+      let wantT = 0;
+      for (let i = 0; i < n; i++) {
+        const v = Math.fround(Math.exp(Math.fround(s[i] - shift)));
+        assert.ok(Object.is(p[i], v), `n ${n} lse ${shift} i ${i}: ${p[i]} vs ${v}`);
+        wantT += v;
+      }
+      assert.ok(Object.is(total, wantT));
+    }
+  }
+  // Subarray views (the sampler passes logits rows of a larger buffer).
+  const big = row(rng, 1000);
+  const sub = big.subarray(300, 700);
+  const e = new Float64Array(400);
+  addon!.expShiftSum!(sub, 400, 1, e);
+  for (let i = 0; i < 400; i++) assert.ok(Object.is(e[i], Math.exp(big[300 + i] - 1)));
+});
+
+test('sampleRow with the native exp passes = sampleRowReference', { skip }, () => {
+  assert.equal(installNativeSampling(), true);
+  try {
+    const gen = new Rng(77);
+    const params: SamplingParamsInput[] = [{ temperature: 1 }, { temperature: 0.7, topP: 0.9 }, { temperature: 1, topK: 20 }, { temperature: 0.9, minP: 0.1 }, { temperature: 2, topP: 0.999, topK: 500 }];
+    for (const V of [7, 1000, 32000]) {
+      for (let k = 0; k < 4; k++) {
+        const r = new Float32Array(V);
+        for (let i = 0; i < V; i++) r[i] = (k === 3 ? 20 : 2) * gen.nextGaussian();
+        if (k === 1) r[gen.nextInt(V)] = 14;
+        for (const sp of params) {
+          const seed = gen.nextInt(1 << 30);
+          const mk = (): RowSamplingInfo => ({ params: normalizeSamplingParams(sp, V), rng: new Rng(seed), outputCounts: new Map(), numOutputTokens: 0, stopTokenIds: [], topLogprobsNum: k === 2 ? 2 : 0, needLogprob: true });
+          const a = mk();
+          const b = mk();
+          const got = sampleRow(Float32Array.from(r), a);
+          const want = sampleRowReference(Float32Array.from(r), b);
+          assert.equal(got.tokenId, want.tokenId);
+          assert.ok(Object.is(got.logprob, want.logprob));
+          assert.deepEqual(got.topLogprobs, want.topLogprobs);
+          assert.equal(a.rng.nextU32(), b.rng.nextU32());
+        }
+      }
+    }
+  } finally {
+    setSamplerExpKernels(null);
+  }
+});
