@@ -22,16 +22,19 @@ namespace {
 constexpr int64_t kDirectMaxM = 2;
 
 /**
- * Software prefetch distance (bytes) of the direct path. A tile reads NR rows of one contiguous block of weight
- * rows (rows are only 0.5–4 KB long, so the hardware prefetcher sees NR short streams and never ramps up); while it
- * consumes its block it prefetches the bytes kPrefetchAhead further on, proportionally to its progress, so DRAM
- * reads run at full bandwidth. Env TSG_MV_PREFETCH for tuning experiments (results never depend on it).
+ * Software prefetch distance (bytes) of the direct path. A tile reads 4 rows of one contiguous block of weight rows
+ * (rows are only 0.5–4 KB long, so the hardware prefetcher sees 4 short streams and never ramps up); while it
+ * consumes its block it prefetches the bytes `ahead` further on, proportionally to its progress, i.e. the next
+ * tile's block (measured best on Zen 3: one tile ahead, at least 4 KB). Env TSG_MV_PREFETCH (bytes) overrides it
+ * for tuning experiments (results never depend on it).
  */
-const int64_t kPrefetchAhead = [] {
-  const char* v = std::getenv("TSG_MV_PREFETCH");
-  const int64_t n = v ? std::atoll(v) : -1;
-  return n >= 0 ? n : int64_t(4096);
-}();
+int64_t prefetchAhead(int64_t rowBytes) {
+  static const int64_t env = [] {
+    const char* v = std::getenv("TSG_MV_PREFETCH");
+    return v ? std::atoll(v) : int64_t(-1);
+  }();
+  return env >= 0 ? env : std::max<int64_t>(4096, 4 * rowBytes);
+}
 
 inline void prefetchLine(const void* p) {
   _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0);
@@ -117,17 +120,18 @@ inline void step8(const float* x, int64_t ldx, const Dec& dec, const typename De
 
 /**
  * The register tile: y[MR, NR] for activation rows x[0..MR) and weight rows n0..n0+NR. The NR rows are one
- * contiguous block; for every 64 bytes each row advances, NR lines kPrefetchAhead bytes past the matching point
+ * contiguous block; for every 64 bytes each row advances, NR lines `ahead` bytes past the matching point
  * of the block are prefetched.
  */
 template <int MR, int NR, class Dec>
-inline void tile(const float* x, int64_t ldx, const Dec& dec, int64_t n0, int64_t K, float* y, int64_t ldy) {
+inline void tile(const float* x, int64_t ldx, const Dec& dec, int64_t n0, int64_t K, float* y, int64_t ldy,
+                 int64_t ahead) {
   __m256 acc[MR][NR];
   for (int i = 0; i < MR; i++)
     for (int j = 0; j < NR; j++) acc[i][j] = _mm256_setzero_ps();
   typename Dec::Row rows[NR];
   for (int j = 0; j < NR; j++) rows[j] = dec.row(n0 + j);
-  const char* pf = dec.base(rows[0]) + kPrefetchAhead;
+  const char* pf = dec.base(rows[0]) + ahead;
   constexpr int64_t kLine = 64 / Dec::kBytes;  // k per 64-byte line of one row
   const int64_t k8 = K & ~int64_t(7);
   int64_t k = 0;
@@ -155,13 +159,14 @@ inline void tile(const float* x, int64_t ldx, const Dec& dec, int64_t n0, int64_
  * bk-block instead of per 8 weights). Same values and FMA order as `tile` with DecFp8.
  */
 template <int MR, int NR>
-inline void tile(const float* x, int64_t ldx, const DecFp8& dec, int64_t n0, int64_t K, float* y, int64_t ldy) {
+inline void tile(const float* x, int64_t ldx, const DecFp8& dec, int64_t n0, int64_t K, float* y, int64_t ldy,
+                 int64_t ahead) {
   __m256 acc[MR][NR];
   for (int i = 0; i < MR; i++)
     for (int j = 0; j < NR; j++) acc[i][j] = _mm256_setzero_ps();
   DecFp8::Row rows[NR];
   for (int j = 0; j < NR; j++) rows[j] = dec.row(n0 + j);
-  const char* pf = dec.base(rows[0]) + kPrefetchAhead;
+  const char* pf = dec.base(rows[0]) + ahead;
   const int64_t k8 = K & ~int64_t(7);
   const int64_t bk = int64_t(1) << dec.bkShift;
   auto step = [&](int64_t k, const __m256(&sc)[NR]) {
@@ -198,25 +203,27 @@ inline void tile(const float* x, int64_t ldx, const DecFp8& dec, int64_t n0, int
 }
 
 template <int MR, class Dec>
-inline void tileRow(const float* x, int64_t ldx, const Dec& dec, int64_t n0, int nr, int64_t K, float* y, int64_t ldy) {
+inline void tileRow(const float* x, int64_t ldx, const Dec& dec, int64_t n0, int nr, int64_t K, float* y, int64_t ldy,
+                    int64_t ahead) {
   switch (nr) {
-    case 4: tile<MR, 4>(x, ldx, dec, n0, K, y, ldy); break;
-    case 3: tile<MR, 3>(x, ldx, dec, n0, K, y, ldy); break;
-    case 2: tile<MR, 2>(x, ldx, dec, n0, K, y, ldy); break;
-    default: tile<MR, 1>(x, ldx, dec, n0, K, y, ldy); break;
+    case 4: tile<MR, 4>(x, ldx, dec, n0, K, y, ldy, ahead); break;
+    case 3: tile<MR, 3>(x, ldx, dec, n0, K, y, ldy, ahead); break;
+    case 2: tile<MR, 2>(x, ldx, dec, n0, K, y, ldy, ahead); break;
+    default: tile<MR, 1>(x, ldx, dec, n0, K, y, ldy, ahead); break;
   }
 }
 
 /**
  * y[m, n - n0] for m in [0, M), n in [n0, n1), tiles of up to MAXMR rows × 4 weight rows. The first
- * kPrefetchAhead bytes of the range are prefetched up front (the tiles prefetch the rest as they go).
+ * `ahead` bytes of the range are prefetched up front (the tiles prefetch the rest as they go).
  */
 template <int MAXMR, class Dec>
 void blockKernel(const float* x, int64_t M, int64_t ldx, const Dec& dec, int64_t n0, int64_t n1, int64_t K, float* y,
                  int64_t ldy) {
+  const int64_t ahead = prefetchAhead(dec.ld * Dec::kBytes);
   {
     const char* b = dec.base(dec.row(n0));
-    const int64_t bytes = std::min<int64_t>(kPrefetchAhead, (n1 - n0) * dec.ld * Dec::kBytes);
+    const int64_t bytes = std::min<int64_t>(ahead, (n1 - n0) * dec.ld * Dec::kBytes);
     for (int64_t o = 0; o < bytes; o += 64) prefetchLine(b + o);
   }
   for (int64_t m = 0; m < M; m += MAXMR) {
@@ -227,12 +234,12 @@ void blockKernel(const float* x, int64_t M, int64_t ldx, const Dec& dec, int64_t
       const float* xo = x + m * ldx;
       if constexpr (MAXMR >= 3) {
         if (mr == 3) {
-          tileRow<3>(xo, ldx, dec, n, nr, K, yo, ldy);
+          tileRow<3>(xo, ldx, dec, n, nr, K, yo, ldy, ahead);
           continue;
         }
       }
-      if (mr == 2) tileRow<2>(xo, ldx, dec, n, nr, K, yo, ldy);
-      else tileRow<1>(xo, ldx, dec, n, nr, K, yo, ldy);
+      if (mr == 2) tileRow<2>(xo, ldx, dec, n, nr, K, yo, ldy, ahead);
+      else tileRow<1>(xo, ldx, dec, n, nr, K, yo, ldy, ahead);
     }
   }
 }
