@@ -23,6 +23,7 @@ inline void prefetchRow(const float* row, int64_t bytes) {
   const char* p = reinterpret_cast<const char*>(row);
 #if TSG_ATTN_PF == 1
   for (int64_t off = 0; off < bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+  if (bytes > 0 && static_cast<int64_t>((reinterpret_cast<uintptr_t>(p) & 63) + bytes - 1) / 64 >= (bytes + 63) / 64) _mm_prefetch(p + bytes - 1, _MM_HINT_T0);
 #elif TSG_ATTN_PF == 2
   for (int64_t off = 0; off < bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T1);
 #else
@@ -36,7 +37,8 @@ inline void prefetchRow(const float* row, int64_t bytes) {
  */
 template <int NH, int NK>
 inline void scoreTile(const float* const* qh, const float* kBase, const int32_t* keyLoc, int64_t s, const AttentionArgs& a,
-                      float* scoreBuf, int64_t stride) {
+                      float* scoreBuf, int64_t stride, int64_t pfFirst, int64_t pfEnd) {
+  for (int64_t p = pfFirst; p < std::min(pfFirst + NK, pfEnd); p++) prefetchRow(kBase + static_cast<int64_t>(keyLoc[p]) * a.kRowWidth, a.headDim * 4);
   const int64_t d8 = a.headDim & ~int64_t(7);
   const int drem = static_cast<int>(a.headDim - d8);
   const float* kr[NK];
@@ -73,7 +75,7 @@ inline void scoreTile(const float* const* qh, const float* kBase, const int32_t*
  */
 template <int NH, int NV, bool MASKED>
 inline void valuePass(const float* scoreBuf, int64_t stride, const float* vBase, const int32_t* keyLoc, int64_t r0, int64_t r1,
-                      int64_t e, const int* cnt, const AttentionArgs& a, bool first, float* out) {
+                      int64_t e, const int* cnt, const AttentionArgs& a, bool first, float* out, int64_t pfDist, int64_t pfEnd) {
   __m256i mask[NV];
   if (MASKED)
     for (int v = 0; v < NV; v++) mask[v] = tailMask(cnt[v]);
@@ -84,7 +86,14 @@ inline void valuePass(const float* scoreBuf, int64_t stride, const float* vBase,
       acc[i][v] = first ? _mm256_setzero_ps() : MASKED ? _mm256_maskload_ps(o, mask[v]) : _mm256_loadu_ps(o);
     }
   }
+  const int64_t pfBytes = (8 * NV - 8 + (MASKED ? cnt[NV - 1] : 8)) * 4;  // the bytes this pass reads of a row
   for (int64_t r = r0; r < r1; r++) {
+    if (pfDist > 0 && r + pfDist < pfEnd) {
+      // the same dims of the row one block ahead (points ≤ 64 bytes apart: every line of the range)
+      const char* pp = reinterpret_cast<const char*>(vBase + static_cast<int64_t>(keyLoc[r + pfDist]) * a.vRowWidth + e);
+      for (int64_t off = 0; off < pfBytes; off += 56) _mm_prefetch(pp + off, _MM_HINT_T0);
+      _mm_prefetch(pp + pfBytes - 1, _MM_HINT_T0);
+    }
     const float* vr = vBase + static_cast<int64_t>(keyLoc[r]) * a.vRowWidth + e;
     __m256 vv[NV];
     for (int v = 0; v < NV; v++) vv[v] = MASKED ? _mm256_maskload_ps(vr + 8 * v, mask[v]) : _mm256_loadu_ps(vr + 8 * v);
@@ -111,24 +120,26 @@ struct SubGroup {
 /** Scores of NH heads over keys [s0, s1), 3 keys per tile. */
 template <int NH>
 void scoreRange(const float* const* qh, const float* kBase, const int32_t* keyLoc, int64_t s0, int64_t s1, const AttentionArgs& a,
-                float* scoreBuf, int64_t stride) {
+                float* scoreBuf, int64_t stride, int64_t pfDist, int64_t pfEnd) {
+  // pfDist > 0: each tile prefetches its kv head's slice of the rows pfDist keys ahead (spread over the compute)
+  const int64_t end = pfDist > 0 ? pfEnd : 0;
   int64_t s = s0;
-  for (; s + 3 <= s1; s += 3) scoreTile<NH, 3>(qh, kBase, keyLoc, s, a, scoreBuf, stride);
-  for (; s < s1; s++) scoreTile<NH, 1>(qh, kBase, keyLoc, s, a, scoreBuf, stride);
+  for (; s + 3 <= s1; s += 3) scoreTile<NH, 3>(qh, kBase, keyLoc, s, a, scoreBuf, stride, s + pfDist, end);
+  for (; s < s1; s++) scoreTile<NH, 1>(qh, kBase, keyLoc, s, a, scoreBuf, stride, s + pfDist, end);
 }
 
 /** The value sum of NH heads over keys [r0, r1) (see valuePass), 24 dims per pass, the last pass masked. */
 template <int NH>
 void valueRange(const float* scoreBuf, int64_t stride, const float* vBase, const int32_t* keyLoc, int64_t r0, int64_t r1,
-                const AttentionArgs& a, bool first, float* out) {
+                const AttentionArgs& a, bool first, float* out, int64_t pfDist, int64_t pfEnd) {
   const int64_t eFull = a.vHeadDim - a.vHeadDim % 24;
   const int64_t rem = a.vHeadDim - eFull;
   const int cnt[3] = {static_cast<int>(std::min<int64_t>(8, rem)), static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(8, rem - 8))),
                       static_cast<int>(std::max<int64_t>(0, rem - 16))};
-  for (int64_t e = 0; e < eFull; e += 24) valuePass<NH, 3, false>(scoreBuf, stride, vBase, keyLoc, r0, r1, e, cnt, a, first, out);
-  if (rem > 16) valuePass<NH, 3, true>(scoreBuf, stride, vBase, keyLoc, r0, r1, eFull, cnt, a, first, out);
-  else if (rem > 8) valuePass<NH, 2, true>(scoreBuf, stride, vBase, keyLoc, r0, r1, eFull, cnt, a, first, out);
-  else if (rem > 0) valuePass<NH, 1, true>(scoreBuf, stride, vBase, keyLoc, r0, r1, eFull, cnt, a, first, out);
+  for (int64_t e = 0; e < eFull; e += 24) valuePass<NH, 3, false>(scoreBuf, stride, vBase, keyLoc, r0, r1, e, cnt, a, first, out, pfDist, pfEnd);
+  if (rem > 16) valuePass<NH, 3, true>(scoreBuf, stride, vBase, keyLoc, r0, r1, eFull, cnt, a, first, out, pfDist, pfEnd);
+  else if (rem > 8) valuePass<NH, 2, true>(scoreBuf, stride, vBase, keyLoc, r0, r1, eFull, cnt, a, first, out, pfDist, pfEnd);
+  else if (rem > 0) valuePass<NH, 1, true>(scoreBuf, stride, vBase, keyLoc, r0, r1, eFull, cnt, a, first, out, pfDist, pfEnd);
 }
 
 /**
@@ -141,6 +152,14 @@ void valueRange(const float* scoreBuf, int64_t stride, const float* vBase, const
  * @param scoreBuf [4·ng, stride] f32 scratch
  * @param outRow [numHeads, vHeadDim] f32 output of the row
  */
+#ifndef TSG_ATTN_KBLOCK
+#define TSG_ATTN_KBLOCK 12288
+#endif
+#ifndef TSG_ATTN_VBLOCK
+#define TSG_ATTN_VBLOCK 12288
+#endif
+constexpr int64_t kBlockBytes = TSG_ATTN_KBLOCK, vBlockBytes = TSG_ATTN_VBLOCK;
+
 void attendItem(const float* qRow, const SubGroup* sg, int ng, const int32_t* keyLoc, int64_t numKeys, const AttentionArgs& a,
                 float* scoreBuf, int64_t stride, float* outRow) {
   const int64_t kv0 = sg[0].kvHead, kv1 = sg[ng - 1].kvHead + 1;
@@ -150,22 +169,23 @@ void attendItem(const float* qRow, const SubGroup* sg, int ng, const int32_t* ke
   auto prefetchRows = [&](const float* base, int64_t rowWidth, int64_t bytes, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) prefetchRow(base + static_cast<int64_t>(keyLoc[r]) * rowWidth, bytes);
   };
-  // 1. scores
-  const int64_t kBlock = std::max<int64_t>(3, 24576 / std::max<int64_t>(kBytes, 1) / 3 * 3);
+  // 1. scores. Block b+1's rows are prefetched while block b is computed: tile by tile, each kv head's first
+  //    sub-group fetching the slice it will read next (the hardware prefetchers stop at 4 KB pages: rows are long)
+  const int64_t kBlock = std::max<int64_t>(3, kBlockBytes / std::max<int64_t>(kBytes, 1) / 3 * 3);
   prefetchRows(kSpan, a.kRowWidth, kBytes, 0, std::min(kBlock, numKeys));
   for (int64_t s0 = 0; s0 < numKeys; s0 += kBlock) {
     const int64_t s1 = std::min(numKeys, s0 + kBlock);
-    prefetchRows(kSpan, a.kRowWidth, kBytes, s1, std::min(numKeys, s1 + kBlock));
     for (int g = 0; g < ng; g++) {
       const float* qh[4];
       for (int i = 0; i < sg[g].nh; i++) qh[i] = qRow + (sg[g].h0 + i) * a.headDim;
       const float* kBase = a.k + a.kOffset + sg[g].kvHead * a.headDim;
       float* sc = scoreBuf + 4 * g * stride;
+      const int64_t pf = g == 0 || sg[g].kvHead != sg[g - 1].kvHead ? kBlock : 0;
       switch (sg[g].nh) {
-        case 4: scoreRange<4>(qh, kBase, keyLoc, s0, s1, a, sc, stride); break;
-        case 3: scoreRange<3>(qh, kBase, keyLoc, s0, s1, a, sc, stride); break;
-        case 2: scoreRange<2>(qh, kBase, keyLoc, s0, s1, a, sc, stride); break;
-        default: scoreRange<1>(qh, kBase, keyLoc, s0, s1, a, sc, stride); break;
+        case 4: scoreRange<4>(qh, kBase, keyLoc, s0, s1, a, sc, stride, pf, numKeys); break;
+        case 3: scoreRange<3>(qh, kBase, keyLoc, s0, s1, a, sc, stride, pf, numKeys); break;
+        case 2: scoreRange<2>(qh, kBase, keyLoc, s0, s1, a, sc, stride, pf, numKeys); break;
+        default: scoreRange<1>(qh, kBase, keyLoc, s0, s1, a, sc, stride, pf, numKeys); break;
       }
     }
   }
@@ -182,20 +202,20 @@ void attendItem(const float* qRow, const SubGroup* sg, int ng, const int32_t* ke
   }
   // 3. o_h = Σ_s w_hs · v_s over key blocks, then × 1/sum
   if (numKeys > 0) {
-    const int64_t vBlock = std::max<int64_t>(4, 16384 / std::max<int64_t>(vBytes, 1));
+    const int64_t vBlock = std::max<int64_t>(4, vBlockBytes / std::max<int64_t>(vBytes, 1));
     prefetchRows(vSpan, a.vRowWidth, vBytes, 0, std::min(vBlock, numKeys));
     for (int64_t r0 = 0; r0 < numKeys; r0 += vBlock) {
       const int64_t r1 = std::min(numKeys, r0 + vBlock);
-      prefetchRows(vSpan, a.vRowWidth, vBytes, r1, std::min(numKeys, r1 + vBlock));
       for (int g = 0; g < ng; g++) {
         const float* vBase = a.v + a.vOffset + sg[g].kvHead * a.vHeadDim;
         const float* sc = scoreBuf + 4 * g * stride;
         float* o = outRow + sg[g].h0 * a.vHeadDim;
+        const int64_t pf = g == 0 || sg[g].kvHead != sg[g - 1].kvHead ? vBlock : 0;
         switch (sg[g].nh) {
-          case 4: valueRange<4>(sc, stride, vBase, keyLoc, r0, r1, a, r0 == 0, o); break;
-          case 3: valueRange<3>(sc, stride, vBase, keyLoc, r0, r1, a, r0 == 0, o); break;
-          case 2: valueRange<2>(sc, stride, vBase, keyLoc, r0, r1, a, r0 == 0, o); break;
-          default: valueRange<1>(sc, stride, vBase, keyLoc, r0, r1, a, r0 == 0, o); break;
+          case 4: valueRange<4>(sc, stride, vBase, keyLoc, r0, r1, a, r0 == 0, o, pf, numKeys); break;
+          case 3: valueRange<3>(sc, stride, vBase, keyLoc, r0, r1, a, r0 == 0, o, pf, numKeys); break;
+          case 2: valueRange<2>(sc, stride, vBase, keyLoc, r0, r1, a, r0 == 0, o, pf, numKeys); break;
+          default: valueRange<1>(sc, stride, vBase, keyLoc, r0, r1, a, r0 == 0, o, pf, numKeys); break;
         }
       }
     }
