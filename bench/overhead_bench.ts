@@ -102,6 +102,8 @@ class ReplayModel {
 
 interface Sums {
   steps: number;
+  /** Per measured step: (wall − forward) ms. */
+  perStep: number[];
   wall: number;
   loop: number;
   forward: number;
@@ -113,7 +115,7 @@ interface Sums {
 }
 
 /** Counters of one core, ms (cumulative). */
-function counters(core: EngineCore): Omit<Sums, 'steps' | 'wall' | 'loop'> {
+function counters(core: EngineCore): Omit<Sums, 'steps' | 'perStep' | 'wall' | 'loop'> {
   const s = core.scheduler;
   return { forward: s.runner.forwardTimeMs, schedule: s.scheduleTimeMs, sample: s.runner.sampleTimeMs, post: s.postprocessTimeMs, detok: core.detokTimeMs, emit: core.emitTimeMs };
 }
@@ -142,7 +144,7 @@ async function runCase(tokenizer: Tokenizer, vocab: number, batch: number, sp: S
     cm,
     tokenizer,
   );
-  const sums: Sums = { steps: 0, wall: 0, loop: 0, forward: 0, schedule: 0, sample: 0, post: 0, detok: 0, emit: 0 };
+  const sums: Sums = { steps: 0, perStep: [], wall: 0, loop: 0, forward: 0, schedule: 0, sample: 0, post: 0, detok: 0, emit: 0 };
   const runOneStep = core.runOneStep.bind(core);
   let decodeSteps = 0;
   let prevStart = -1;
@@ -160,6 +162,7 @@ async function runCase(tokenizer: Tokenizer, vocab: number, batch: number, sp: S
         sums.steps++;
         sums.wall += t1 - t0;
         for (const k of ['forward', 'schedule', 'sample', 'post', 'detok', 'emit'] as const) sums[k] += after[k] - before[k];
+        sums.perStep.push(t1 - t0 - (after.forward - before.forward));
         // Between consecutive measured step starts: the previous step plus the event-loop turn in between.
         if (prevStart >= 0) sums.loop += t0 - prevStart - prevForward;
       }
@@ -194,11 +197,12 @@ async function main(): Promise<void> {
   // JIT warm-up of every path once (not reported).
   for (const name of samplingNames) await runCase(tokenizer, 32000, 8, SAMPLINGS[name], 8);
   process.stdout.write(
-    '\nper generated token, µs (step = runOneStep wall − model forward; breakdown: sched = schedule + batch build, sample, post = postprocess,\n' +
-      'detok, emit = postMessage of the outputs, other; loop = step-start to step-start − forward, incl. the event-loop turn)\n',
+    '\nper generated token, µs. median / step = runOneStep wall − model forward (median step; mean); loop = step start to next step start\n' +
+      '− forward (mean, incl. the event-loop turn); breakdown of the mean step: sched = schedule + batch build, sample, post = postprocess,\n' +
+      'detok, emit = postMessage of the outputs, other = the rest of runOneStep. fwd ms = the replay forward per step (subtracted).\n',
   );
   process.stdout.write(
-    `${'vocab'.padStart(7)} ${'batch'.padStart(5)} ${'sampling'.padEnd(8)} ${'fwd ms'.padStart(8)} ${'step'.padStart(8)} ${'loop'.padStart(8)}   ` +
+    `${'vocab'.padStart(7)} ${'batch'.padStart(5)} ${'sampling'.padEnd(8)} ${'fwd ms'.padStart(8)} ${'median'.padStart(8)} ${'step'.padStart(8)} ${'loop'.padStart(8)}   ` +
       `${'sched'.padStart(8)} ${'sample'.padStart(8)} ${'post'.padStart(8)} ${'detok'.padStart(8)} ${'emit'.padStart(8)} ${'other'.padStart(8)}\n`,
   );
   for (const vocab of vocabs) {
@@ -208,9 +212,11 @@ async function main(): Promise<void> {
         const tok = s.steps * batch;
         const overhead = s.wall - s.forward;
         const other = overhead - s.schedule - s.sample - s.post - s.detok - s.emit;
+        const sorted = [...s.perStep].sort((a, b) => a - b);
+        const median = sorted[sorted.length >> 1];
         const loopN = Math.max(1, (s.steps - 1) * batch);
         process.stdout.write(
-          `${String(vocab).padStart(7)} ${String(batch).padStart(5)} ${name.padEnd(8)} ${(s.forward / s.steps).toFixed(2).padStart(8)} ${us(overhead, tok)} ${us(s.loop, loopN)}   ` +
+          `${String(vocab).padStart(7)} ${String(batch).padStart(5)} ${name.padEnd(8)} ${(s.forward / s.steps).toFixed(2).padStart(8)} ${us(median, batch)} ${us(overhead, tok)} ${us(s.loop, loopN)}   ` +
             `${us(s.schedule, tok)} ${us(s.sample, tok)} ${us(s.post, tok)} ${us(s.detok, tok)} ${us(s.emit, tok)} ${us(other, tok)}\n`,
         );
       }

@@ -1,4 +1,5 @@
-// The native exp passes of the sampler (native/src/sampling.cc) against JavaScript's Math.exp: bit-identical values
+// The native greedy argmax and exp passes of the sampler (native/src/sampling.cc) against the JavaScript loops:
+// the same argmax index (ties, NaN, −Infinity); and against Math.exp: bit-identical values
 // and index-order sums on rows with every kind of value (in and out of the AVX2 path's range, ±Infinity, NaN, odd
 // lengths), and sampleRow with the native passes installed against sampleRowReference. Skipped (with the reason)
 // when the addon is not built.
@@ -7,11 +8,11 @@ import assert from 'node:assert/strict';
 import { Rng } from '../src/common/index.js';
 import { installNativeSampling } from '../src/engine/index.js';
 import { loadNativeAddon } from '../src/kernels/index.js';
-import { normalizeSamplingParams, sampleRow, setSamplerExpKernels, type RowSamplingInfo, type SamplingParamsInput } from '../src/sampling/index.js';
+import { normalizeSamplingParams, sampleRow, setSamplerKernels, type RowSamplingInfo, type SamplingParamsInput } from '../src/sampling/index.js';
 import { sampleRowReference } from '../src/sampling/sampler_reference.js';
 
 const addon = loadNativeAddon().addon;
-const skip = addon?.expShiftSum && addon.expProbs ? false : 'native addon (with expShiftSum / expProbs) unavailable';
+const skip = addon?.argmaxF32 && addon.expShiftSum && addon.expProbs ? false : 'native addon (with argmaxF32 / expShiftSum / expProbs) unavailable';
 
 function row(rng: Rng, n: number): Float32Array {
   const r = new Float32Array(n);
@@ -56,11 +57,34 @@ test('expShiftSum / expProbs = Math.exp loops, bit for bit', { skip }, () => {
   for (let i = 0; i < 400; i++) assert.ok(Object.is(e[i], Math.exp(big[300 + i] - 1)));
 });
 
+test('argmaxF32 = the JavaScript argmax loop (first among equals, NaN skipped, NaN at 0 → 0)', { skip }, () => {
+  const rng = new Rng(9);
+  const jsArgmax = (s: Float32Array): number => {
+    let best = 0;
+    for (let i = 1; i < s.length; i++) if (s[i] > s[best]) best = i;
+    return best;
+  };
+  for (let c = 0; c < 3000; c++) {
+    const n = rng.nextInt(80);
+    const s = new Float32Array(n);
+    const mode = rng.nextInt(3);
+    for (let i = 0; i < n; i++) {
+      const r = rng.nextInt(10);
+      s[i] = r === 0 ? NaN : r === 1 ? -Infinity : mode === 0 ? rng.nextInt(4) : rng.nextGaussian();
+    }
+    assert.equal(addon!.argmaxF32!(s, n), jsArgmax(s), `case ${c}: ${Array.from(s).join(',')}`);
+  }
+  const big = new Float32Array(200003).map(() => rng.nextGaussian());
+  big[150001] = 9;
+  big[190000] = 9;
+  assert.equal(addon!.argmaxF32!(big.subarray(1), 200002), 150000);
+});
+
 test('sampleRow with the native exp passes = sampleRowReference', { skip }, () => {
   assert.equal(installNativeSampling(), true);
   try {
     const gen = new Rng(77);
-    const params: SamplingParamsInput[] = [{ temperature: 1 }, { temperature: 0.7, topP: 0.9 }, { temperature: 1, topK: 20 }, { temperature: 0.9, minP: 0.1 }, { temperature: 2, topP: 0.999, topK: 500 }];
+    const params: SamplingParamsInput[] = [{ temperature: 0 }, { temperature: 1 }, { temperature: 0.7, topP: 0.9 }, { temperature: 1, topK: 20 }, { temperature: 0.9, minP: 0.1 }, { temperature: 2, topP: 0.999, topK: 500 }];
     for (const V of [7, 1000, 32000]) {
       for (let k = 0; k < 4; k++) {
         const r = new Float32Array(V);
@@ -81,6 +105,6 @@ test('sampleRow with the native exp passes = sampleRowReference', { skip }, () =
       }
     }
   } finally {
-    setSamplerExpKernels(null);
+    setSamplerKernels(null);
   }
 });

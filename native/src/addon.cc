@@ -476,6 +476,18 @@ EXPORT_FN(measureReadBandwidth) {
   return out;
 }
 
+// argmaxF32(s: f32, n) → index of the largest s[i], first among equals (sampling.h)
+EXPORT_FN(argmaxF32) {
+  Args a(env, info, 2);
+  int64_t sl;
+  const float* s = a.f32(0, &sl);
+  const int64_t n = a.i64(1);
+  if (n < 0 || sl < n) throw Failure{"tsglang_native: argmaxF32 buffer too small"};
+  napi_value out;
+  napi_create_int64(env, tsg::argmaxF32(s, n), &out);
+  return out;
+}
+
 // expShiftSum(s: f32, n, shift, E: f64) → Σ E: E[i] = exp(s[i] − shift), Math.exp-identical (sampling.h)
 EXPORT_FN(expShiftSum) {
   Args a(env, info, 4);
@@ -521,6 +533,7 @@ napi_value init(napi_env env, napi_value exports) {
       {"fusedMoe", nullptr, fusedMoe, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"measureFmaPeak", nullptr, measureFmaPeak, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"measureReadBandwidth", nullptr, measureReadBandwidth, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"argmaxF32", nullptr, argmaxF32, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"expShiftSum", nullptr, expShiftSum, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"expProbs", nullptr, expProbs, nullptr, nullptr, nullptr, napi_default, nullptr},
   };

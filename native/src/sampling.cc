@@ -189,4 +189,43 @@ double expProbs(const float* s, int64_t n, double lse, float* P) {
   return total;
 }
 
+int64_t argmaxF32(const float* s, int64_t n) {
+  if (n <= 0 || s[0] != s[0]) return 0;
+  // Eight lanes track their own (max, first index); lanes start below every number so index 0 competes too.
+  __m256 best = _mm256_set1_ps(-__builtin_inff());
+  __m256i bestIdx = _mm256_set1_epi32(-1);
+  __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i step = _mm256_set1_epi32(8);
+  int64_t i = 0;
+  if (n < (int64_t{1} << 31) - 8) {
+    for (; i + 8 <= n; i += 8) {
+      const __m256 v = _mm256_loadu_ps(s + i);
+      const __m256 gt = _mm256_cmp_ps(v, best, _CMP_GT_OQ);  // false for NaN
+      best = _mm256_blendv_ps(best, v, gt);
+      bestIdx = _mm256_blendv_epi8(bestIdx, idx, _mm256_castps_si256(gt));
+      idx = _mm256_add_epi32(idx, step);
+    }
+  }
+  alignas(32) float bv[8];
+  alignas(32) int32_t bi[8];
+  _mm256_store_ps(bv, best);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(bi), bestIdx);
+  float m = -__builtin_inff();
+  int64_t at = -1;
+  for (int j = 0; j < 8; j++) {
+    if (bi[j] < 0) continue;
+    if (at < 0 || bv[j] > m || (bv[j] == m && bi[j] < at)) {
+      m = bv[j];
+      at = bi[j];
+    }
+  }
+  for (; i < n; i++) {
+    if (s[i] > m) {
+      m = s[i];
+      at = i;
+    }
+  }
+  return at < 0 ? 0 : at;
+}
+
 }  // namespace tsg

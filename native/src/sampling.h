@@ -1,4 +1,4 @@
-// Sampling helpers: the exp passes of the row sampler (src/sampling/sampler.ts), bit-identical to JavaScript's
+// Sampling helpers: the greedy argmax and the exp passes of the row sampler (src/sampling/sampler.ts), bit-identical to JavaScript's
 // Math.exp (V8 computes it with fdlibm's __ieee754_exp; this is the same algorithm, operation for operation, four
 // doubles at a time with AVX2, compiled without FMA contraction).
 #pragma once
@@ -21,5 +21,12 @@ double expShiftSum(const float* s, int64_t n, double shift, double* E);
  * @param s [n] f32 @param P [n] f32 out
  */
 double expProbs(const float* s, int64_t n, double lse, float* P);
+
+/**
+ * Index of the largest s[i] (the first one among equals), as the JavaScript loop `best = 0; for i ≥ 1: if (s[i] >
+ * s[best]) best = i`: NaN entries are never chosen, except that s[0] = NaN yields 0; n ≤ 0 yields 0.
+ * @param s [n] f32
+ */
+int64_t argmaxF32(const float* s, int64_t n);
 
 }  // namespace tsg

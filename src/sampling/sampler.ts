@@ -86,22 +86,24 @@ export function topLogprobsOf(lp: Float32Array, n: number): [number, number][] {
 }
 
 /**
- * Native versions of the two exp passes (native/src/sampling.cc), bit-identical to the loops they replace (V8's
- * Math.exp is fdlibm's exp; the addon computes the same operations four lanes at a time). Installed by the engine
- * when the native addon loads (sampling/ imports no kernels); null = the JavaScript loops.
+ * Native versions of the greedy argmax and the two exp passes (native/src/sampling.cc), bit-identical to the loops
+ * they replace (V8's Math.exp is fdlibm's exp; the addon computes the same operations four lanes at a time).
+ * Installed by the engine when the native addon loads (sampling/ imports no kernels); null = the JavaScript loops.
  */
-export interface SamplerExpKernels {
+export interface SamplerKernels {
+  /** Index of the largest s[i] (first among equals; NaN never chosen unless s[0] is NaN → 0). @param s [≥n] f32 */
+  argmax(s: Float32Array, n: number): number;
   /** E[i] = exp(s[i] − shift) for i < n; returns the sum of E in index order. @param s [≥n] f32 @param E [≥n] f64 */
   expShiftSum(s: Float32Array, n: number, shift: number, E: Float64Array): number;
   /** P[i] = f32(exp(f32(s[i] − lse))) for i < n; returns the sum of P in index order. @param s [≥n] f32 @param P [≥n] f32 */
   expProbs(s: Float32Array, n: number, lse: number, P: Float32Array): number;
 }
 
-let expKernels: SamplerExpKernels | null = null;
+let kernels: SamplerKernels | null = null;
 
 /** Installs (or with null removes) the native exp passes for every later sampleRow call in this thread. */
-export function setSamplerExpKernels(kernels: SamplerExpKernels | null): void {
-  expKernels = kernels;
+export function setSamplerKernels(kernels: SamplerKernels | null): void {
+  kernels = kernels;
 }
 
 /** Per-id scratch reused by every call (sampling runs on one thread, one row at a time): exp(s − max) and p. */
@@ -121,8 +123,8 @@ const ID_BITS = 21;
  * probabilities, and a multinomial draw from what is left. Returned logprobs are from the distribution before the
  * top-k/p/min-p filters (SGLang default).
  *
- * Cost per row (vocab V): greedy one pass; otherwise two passes plus one exp per id (the log-sum-exp; native when
- * installed, see setSamplerExpKernels), then, for
+ * Cost per row (vocab V): greedy one pass (native when installed); otherwise two passes plus one exp per id (the log-sum-exp; native when
+ * installed, see setSamplerKernels), then, for
  * filtered draws, exps and a sort over the candidate set only (unfiltered draws: a second exp per id). Results are
  * bit-identical to sampler_reference.ts (the straightforward version: same token, logprob and RNG use), which
  * rows with non-finite values are handed to.
@@ -136,12 +138,15 @@ export function sampleRow(logits: Float32Array, info: RowSamplingInfo): RowSampl
   const V = logits.length;
   if (p.topK === 1) {
     let best = 0;
-    let bestV = logits[0];
-    for (let i = 1; i < V; i++) {
-      const v = logits[i];
-      if (v > bestV) {
-        bestV = v;
-        best = i;
+    if (kernels !== null) best = kernels.argmax(logits, V);
+    else {
+      let bestV = logits[0];
+      for (let i = 1; i < V; i++) {
+        const v = logits[i];
+        if (v > bestV) {
+          bestV = v;
+          best = i;
+        }
       }
     }
     if (info.needLogprob === false && info.topLogprobsNum === 0) return { tokenId: best, logprob: NaN, topLogprobs: [] };
@@ -162,7 +167,7 @@ export function sampleRow(logits: Float32Array, info: RowSamplingInfo): RowSampl
   }
   const E = scratchE;
   let sum = 0;
-  if (expKernels !== null) sum = expKernels.expShiftSum(logits, V, max, E);
+  if (kernels !== null) sum = kernels.expShiftSum(logits, V, max, E);
   else {
     for (let i = 0; i < V; i++) {
       const e = Math.exp(logits[i] - max);
@@ -190,7 +195,7 @@ function drawUnfiltered(scaled: Float32Array, lse: number, rng: Rng): number {
   const V = scaled.length;
   const P = scratchP;
   let total = 0;
-  if (expKernels !== null) total = expKernels.expProbs(scaled, V, lse, P);
+  if (kernels !== null) total = kernels.expProbs(scaled, V, lse, P);
   else {
     for (let i = 0; i < V; i++) {
       const pr = Math.fround(Math.exp(Math.fround(scaled[i] - lse)));
