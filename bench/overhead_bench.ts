@@ -1,4 +1,5 @@
-// `npm run bench:overhead [-- --vocab 32000,129280,200064] [--batch 1,8,32] [--sampling greedy,top_p,full] [--steps 32] [--quick]`:
+// `npm run bench:overhead [-- --vocab 32000,129280,200064] [--batch 1,8,32] [--sampling greedy,temp,top_p,full] [--steps 32] [--quick]`
+// (TSGLANG_BACKEND=cpu: the sampler's JavaScript loops instead of the addon's argmax / exp passes):
 // the engine's per-step overhead outside model math — scheduling, batch building, sampling, detokenization and
 // output emission — in µs per generated token, through the real engine path. Figures only; nothing is asserted.
 //
@@ -27,7 +28,7 @@ import { MessageChannel } from 'node:worker_threads';
 import { availableParallelism, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { Rng, SILENT_LOGGER } from '../src/common/index.js';
-import { EngineCore, type CoreModel, type FromCoreMsg } from '../src/engine/index.js';
+import { EngineCore, installNativeSampling, type CoreModel, type FromCoreMsg } from '../src/engine/index.js';
 import type { ForwardBatch, ForwardOutput } from '../src/layers/index.js';
 import type { KVPoolLayout } from '../src/mem_cache/index.js';
 import { normalizeSamplingParams, type SamplingParamsInput } from '../src/sampling/index.js';
@@ -190,9 +191,12 @@ const us = (ms: number, n: number): string => ((ms * 1000) / n).toFixed(1).padSt
 
 async function main(): Promise<void> {
   const tokenizer = loadTokenizer(baseTokenizerDir());
+  // The engine installs them too (EngineCore.create); TSGLANG_BACKEND=cpu or TSGLANG_NATIVE=0 keeps the JavaScript loops.
+  const native = installNativeSampling();
   process.stdout.write(
     `tsglang bench:overhead — ${availableParallelism()} cores, load average ${loadavg().map((x) => x.toFixed(2)).join(' ')}; ` +
-      `prompt ${PROMPT_LEN}, ${WARM} warm-up + ${MEASURED} measured decode steps per case, tokenizer ${tokenizer.vocabSize} ids\n`,
+      `prompt ${PROMPT_LEN}, ${WARM} warm-up + ${MEASURED} measured decode steps per case, tokenizer ${tokenizer.vocabSize} ids; ` +
+      `sampler argmax/exp passes: ${native ? 'native addon' : 'JavaScript'}\n`,
   );
   // JIT warm-up of every path once (not reported).
   for (const name of samplingNames) await runCase(tokenizer, 32000, 8, SAMPLINGS[name], 8);
