@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { Rng } from '../src/common/index.js';
 import { installNativeSampling } from '../src/engine/index.js';
 import { loadNativeAddon } from '../src/kernels/index.js';
-import { normalizeSamplingParams, sampleRow, setSamplerKernels, type RowSamplingInfo, type SamplingParamsInput } from '../src/sampling/index.js';
+import { normalizeSamplingParams, sampleRow, samplerKernels, setSamplerKernels, type RowSamplingInfo, type SamplingParamsInput } from '../src/sampling/index.js';
 import { sampleRowReference } from '../src/sampling/sampler_reference.js';
 
 const addon = loadNativeAddon().addon;
@@ -82,6 +82,7 @@ test('argmaxF32 = the JavaScript argmax loop (first among equals, NaN skipped, N
 
 test('sampleRow with the native exp passes = sampleRowReference', { skip }, () => {
   assert.equal(installNativeSampling(), true);
+  assert.notEqual(samplerKernels(), null);
   try {
     const gen = new Rng(77);
     const params: SamplingParamsInput[] = [{ temperature: 0 }, { temperature: 1 }, { temperature: 0.7, topP: 0.9 }, { temperature: 1, topK: 20 }, { temperature: 0.9, minP: 0.1 }, { temperature: 2, topP: 0.999, topK: 500 }];

@@ -102,8 +102,13 @@ export interface SamplerKernels {
 let kernels: SamplerKernels | null = null;
 
 /** Installs (or with null removes) the native exp passes for every later sampleRow call in this thread. */
-export function setSamplerKernels(kernels: SamplerKernels | null): void {
-  kernels = kernels;
+export function setSamplerKernels(k: SamplerKernels | null): void {
+  kernels = k;
+}
+
+/** The installed native passes, or null (JavaScript loops). */
+export function samplerKernels(): SamplerKernels | null {
+  return kernels;
 }
 
 /** Per-id scratch reused by every call (sampling runs on one thread, one row at a time): exp(s − max) and p. */
