@@ -143,91 +143,155 @@ void valueRange(const float* scoreBuf, int64_t stride, const float* vBase, const
 }
 
 /**
- * Attention of one row for the sub-groups `sg[0..ng)` (consecutive heads) over `numKeys` keys at `keyLoc`.
- * Per (head, key): q·k in eight FMA lanes over the head dim, hsum8, × scale; softmax with exp8 and an f64 sum;
- * o = Σ_s w_s·v_s in f32 in ascending s, × 1/sum — so a head's result never depends on which heads share the item.
- * Keys run in blocks whose K (then V) rows, over all of the item's kv heads, fit L1: each row is read from memory
- * once for all sub-groups, and the next block's rows are prefetched (locs are arbitrary: no hardware stream).
- * @param qRow [numHeads, headDim] f32 queries of the row
- * @param scoreBuf [4·ng, stride] f32 scratch
- * @param outRow [numHeads, vHeadDim] f32 output of the row
+ * Softmax numerators in place for nh (≤ 4) heads' score rows (`stride` apart, n scores each) and 1/Σ per head: the
+ * arithmetic of expMinusMax (max, exp8 of score − max) and a sequential f64 sum in ascending key order per head; the
+ * heads' max scans and sums run interleaved (independent chains), which changes no bit.
  */
+inline void softmaxHeads(float* sc, int nh, int64_t stride, int64_t n, float* inv) {
+  const int64_t n8 = n & ~int64_t(7);
+  for (int i = 0; i < nh; i++) {
+    float* x = sc + i * stride;
+    // max: `mx = x > mx ? x : mx` over all scores (NaN never wins) == lane-wise vmaxps(x, mx) then a max of the lanes
+    __m256 vm = _mm256_set1_ps(-INFINITY);
+    for (int64_t r = 0; r < n8; r += 8) vm = _mm256_max_ps(_mm256_loadu_ps(x + r), vm);
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, vm);
+    float mx = -INFINITY;
+    for (int l = 0; l < 8; l++) mx = lanes[l] > mx ? lanes[l] : mx;
+    for (int64_t r = n8; r < n; r++) mx = x[r] > mx ? x[r] : mx;
+    const __m256 vmx = _mm256_set1_ps(mx);
+    for (int64_t r = 0; r < n8; r += 8) _mm256_storeu_ps(x + r, exp8(_mm256_sub_ps(_mm256_loadu_ps(x + r), vmx)));
+    for (int64_t r = n8; r < n; r++) x[r] = x[r] - mx;
+    expArray(x + n8, x + n8, n - n8);
+  }
+  double sum[4] = {0, 0, 0, 0};
+  switch (nh) {
+    case 4:
+      for (int64_t r = 0; r < n; r++) {
+        sum[0] += sc[r];
+        sum[1] += sc[stride + r];
+        sum[2] += sc[2 * stride + r];
+        sum[3] += sc[3 * stride + r];
+      }
+      break;
+    case 3:
+      for (int64_t r = 0; r < n; r++) {
+        sum[0] += sc[r];
+        sum[1] += sc[stride + r];
+        sum[2] += sc[2 * stride + r];
+      }
+      break;
+    case 2:
+      for (int64_t r = 0; r < n; r++) {
+        sum[0] += sc[r];
+        sum[1] += sc[stride + r];
+      }
+      break;
+    default:
+      for (int64_t r = 0; r < n; r++) sum[0] += sc[r];
+      break;
+  }
+  for (int i = 0; i < nh; i++) inv[i] = n > 0 ? static_cast<float>(1.0 / sum[i]) : 0.0f;
+}
+
 #ifndef TSG_ATTN_KBLOCK
 #define TSG_ATTN_KBLOCK 12288
 #endif
 #ifndef TSG_ATTN_VBLOCK
 #define TSG_ATTN_VBLOCK 12288
 #endif
+/** Bytes of K (V) rows per key block: two blocks (the current one and the one being prefetched) fit L1. */
 constexpr int64_t kBlockBytes = TSG_ATTN_KBLOCK, vBlockBytes = TSG_ATTN_VBLOCK;
 
-void attendItem(const float* qRow, const SubGroup* sg, int ng, const int32_t* keyLoc, int64_t numKeys, const AttentionArgs& a,
-                float* scoreBuf, int64_t stride, float* outRow) {
+/**
+ * Attention of `nr` rows of one request for the sub-groups `sg[0..ng)` (consecutive heads). Row j sees keys
+ * 0..numKeys[j]−1 at keyLoc (the rows share one key list: causal rows of a request see prefixes of it).
+ * Per (row, head, key): q·k in eight FMA lanes over the head dim, hsum8, × scale; softmax with exp8 and an f64 sum;
+ * o = Σ_s w_s·v_s in f32 in ascending s, × 1/sum — so a head's result never depends on which rows or heads share
+ * the item. Keys run in blocks whose K (then V) rows, over all of the item's kv heads, fit L1: each row is read from
+ * memory once for all sub-groups and rows; the next block is prefetched tile by tile during the current block's
+ * compute (locs are arbitrary and rows 1–2 KB long: the hardware prefetchers stop at 4 KB pages).
+ * @param qRows row j's queries [numHeads, headDim] at qRows[j]
+ * @param scoreBuf [nr, 4·ng, stride] f32 scratch
+ * @param outRows row j's output [numHeads, vHeadDim] at outRows[j]
+ */
+void attendItem(const float* const* qRows, int nr, const SubGroup* sg, int ng, const int32_t* keyLoc, const int64_t* numKeys,
+                const AttentionArgs& a, float* scoreBuf, int64_t stride, float* const* outRows) {
   const int64_t kv0 = sg[0].kvHead, kv1 = sg[ng - 1].kvHead + 1;
   const float* kSpan = a.k + a.kOffset + kv0 * a.headDim;  // the item's part of a K row: kv heads kv0..kv1−1
   const float* vSpan = a.v + a.vOffset + kv0 * a.vHeadDim;
   const int64_t kBytes = (kv1 - kv0) * a.headDim * 4, vBytes = (kv1 - kv0) * a.vHeadDim * 4;
+  int64_t maxKeys = 0;
+  for (int j = 0; j < nr; j++) maxKeys = std::max(maxKeys, numKeys[j]);
+  const int64_t rowScores = 4 * ng * stride;
   auto prefetchRows = [&](const float* base, int64_t rowWidth, int64_t bytes, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) prefetchRow(base + static_cast<int64_t>(keyLoc[r]) * rowWidth, bytes);
   };
-  // 1. scores. Block b+1's rows are prefetched while block b is computed: tile by tile, each kv head's first
-  //    sub-group fetching the slice it will read next (the hardware prefetchers stop at 4 KB pages: rows are long)
+  // 1. scores; the prefetch of block b+1 rides on the longest row's tiles (each kv head's first sub-group)
   const int64_t kBlock = std::max<int64_t>(3, kBlockBytes / std::max<int64_t>(kBytes, 1) / 3 * 3);
-  prefetchRows(kSpan, a.kRowWidth, kBytes, 0, std::min(kBlock, numKeys));
-  for (int64_t s0 = 0; s0 < numKeys; s0 += kBlock) {
-    const int64_t s1 = std::min(numKeys, s0 + kBlock);
-    for (int g = 0; g < ng; g++) {
-      const float* qh[4];
-      for (int i = 0; i < sg[g].nh; i++) qh[i] = qRow + (sg[g].h0 + i) * a.headDim;
-      const float* kBase = a.k + a.kOffset + sg[g].kvHead * a.headDim;
-      float* sc = scoreBuf + 4 * g * stride;
-      const int64_t pf = g == 0 || sg[g].kvHead != sg[g - 1].kvHead ? kBlock : 0;
-      switch (sg[g].nh) {
-        case 4: scoreRange<4>(qh, kBase, keyLoc, s0, s1, a, sc, stride, pf, numKeys); break;
-        case 3: scoreRange<3>(qh, kBase, keyLoc, s0, s1, a, sc, stride, pf, numKeys); break;
-        case 2: scoreRange<2>(qh, kBase, keyLoc, s0, s1, a, sc, stride, pf, numKeys); break;
-        default: scoreRange<1>(qh, kBase, keyLoc, s0, s1, a, sc, stride, pf, numKeys); break;
-      }
-    }
-  }
-  // 2. softmax weights per head (exp8 of score − max), f64 sum
-  float inv[64];
-  for (int g = 0; g < ng; g++) {
-    for (int i = 0; i < sg[g].nh; i++) {
-      float* sc = scoreBuf + (4 * g + i) * stride;
-      expMinusMax(sc, sc, numKeys);
-      double sum = 0;
-      for (int64_t r = 0; r < numKeys; r++) sum += sc[r];
-      inv[4 * g + i] = numKeys > 0 ? static_cast<float>(1.0 / sum) : 0.0f;
-    }
-  }
-  // 3. o_h = Σ_s w_hs · v_s over key blocks, then × 1/sum
-  if (numKeys > 0) {
-    const int64_t vBlock = std::max<int64_t>(4, vBlockBytes / std::max<int64_t>(vBytes, 1));
-    prefetchRows(vSpan, a.vRowWidth, vBytes, 0, std::min(vBlock, numKeys));
-    for (int64_t r0 = 0; r0 < numKeys; r0 += vBlock) {
-      const int64_t r1 = std::min(numKeys, r0 + vBlock);
+  prefetchRows(kSpan, a.kRowWidth, kBytes, 0, std::min(kBlock, maxKeys));
+  for (int64_t s0 = 0; s0 < maxKeys; s0 += kBlock) {
+    bool pfDone = false;
+    for (int j = 0; j < nr; j++) {
+      const int64_t s1 = std::min(numKeys[j], s0 + kBlock);
+      if (s1 <= s0) continue;
+      const bool pfRow = !pfDone && numKeys[j] == maxKeys;
+      pfDone = pfDone || pfRow;
       for (int g = 0; g < ng; g++) {
-        const float* vBase = a.v + a.vOffset + sg[g].kvHead * a.vHeadDim;
-        const float* sc = scoreBuf + 4 * g * stride;
-        float* o = outRow + sg[g].h0 * a.vHeadDim;
-        const int64_t pf = g == 0 || sg[g].kvHead != sg[g - 1].kvHead ? vBlock : 0;
+        const float* qh[4];
+        for (int i = 0; i < sg[g].nh; i++) qh[i] = qRows[j] + (sg[g].h0 + i) * a.headDim;
+        const float* kBase = a.k + a.kOffset + sg[g].kvHead * a.headDim;
+        float* sc = scoreBuf + j * rowScores + 4 * g * stride;
+        const int64_t pf = pfRow && (g == 0 || sg[g].kvHead != sg[g - 1].kvHead) ? kBlock : 0;
         switch (sg[g].nh) {
-          case 4: valueRange<4>(sc, stride, vBase, keyLoc, r0, r1, a, r0 == 0, o, pf, numKeys); break;
-          case 3: valueRange<3>(sc, stride, vBase, keyLoc, r0, r1, a, r0 == 0, o, pf, numKeys); break;
-          case 2: valueRange<2>(sc, stride, vBase, keyLoc, r0, r1, a, r0 == 0, o, pf, numKeys); break;
-          default: valueRange<1>(sc, stride, vBase, keyLoc, r0, r1, a, r0 == 0, o, pf, numKeys); break;
+          case 4: scoreRange<4>(qh, kBase, keyLoc, s0, s1, a, sc, stride, pf, maxKeys); break;
+          case 3: scoreRange<3>(qh, kBase, keyLoc, s0, s1, a, sc, stride, pf, maxKeys); break;
+          case 2: scoreRange<2>(qh, kBase, keyLoc, s0, s1, a, sc, stride, pf, maxKeys); break;
+          default: scoreRange<1>(qh, kBase, keyLoc, s0, s1, a, sc, stride, pf, maxKeys); break;
         }
       }
     }
   }
-  for (int g = 0; g < ng; g++) {
-    for (int i = 0; i < sg[g].nh; i++) {
-      const float f = inv[4 * g + i];
-      const __m256 vinv = _mm256_set1_ps(f);
-      float* o = outRow + (sg[g].h0 + i) * a.vHeadDim;
-      int64_t e = 0;
-      for (; e + 8 <= a.vHeadDim; e += 8) _mm256_storeu_ps(o + e, _mm256_mul_ps(_mm256_loadu_ps(o + e), vinv));
-      for (; e < a.vHeadDim; e++) o[e] = o[e] * f;
+  // 2. softmax weights per (row, head) (exp8 of score − max), f64 sum
+  thread_local std::vector<float> invBuf;
+  if (static_cast<int64_t>(invBuf.size()) < 4 * ng * nr) invBuf.resize(4 * ng * nr);
+  float* inv = invBuf.data();
+  for (int j = 0; j < nr; j++)
+    for (int g = 0; g < ng; g++) softmaxHeads(scoreBuf + j * rowScores + 4 * g * stride, sg[g].nh, stride, numKeys[j], inv + (j * ng + g) * 4);
+  // 3. o_h = Σ_s w_hs · v_s over key blocks, then × 1/sum
+  const int64_t vBlock = std::max<int64_t>(4, vBlockBytes / std::max<int64_t>(vBytes, 1));
+  prefetchRows(vSpan, a.vRowWidth, vBytes, 0, std::min(vBlock, maxKeys));
+  for (int64_t r0 = 0; r0 < maxKeys; r0 += vBlock) {
+    bool pfDone = false;
+    for (int j = 0; j < nr; j++) {
+      const int64_t r1 = std::min(numKeys[j], r0 + vBlock);
+      if (r1 <= r0) continue;
+      const bool pfRow = !pfDone && numKeys[j] == maxKeys;
+      pfDone = pfDone || pfRow;
+      for (int g = 0; g < ng; g++) {
+        const float* vBase = a.v + a.vOffset + sg[g].kvHead * a.vHeadDim;
+        const float* sc = scoreBuf + j * rowScores + 4 * g * stride;
+        float* o = outRows[j] + sg[g].h0 * a.vHeadDim;
+        const int64_t pf = pfRow && (g == 0 || sg[g].kvHead != sg[g - 1].kvHead) ? vBlock : 0;
+        switch (sg[g].nh) {
+          case 4: valueRange<4>(sc, stride, vBase, keyLoc, r0, r1, a, r0 == 0, o, pf, maxKeys); break;
+          case 3: valueRange<3>(sc, stride, vBase, keyLoc, r0, r1, a, r0 == 0, o, pf, maxKeys); break;
+          case 2: valueRange<2>(sc, stride, vBase, keyLoc, r0, r1, a, r0 == 0, o, pf, maxKeys); break;
+          default: valueRange<1>(sc, stride, vBase, keyLoc, r0, r1, a, r0 == 0, o, pf, maxKeys); break;
+        }
+      }
+    }
+  }
+  for (int j = 0; j < nr; j++) {
+    for (int g = 0; g < ng; g++) {
+      for (int i = 0; i < sg[g].nh; i++) {
+        const float f = inv[(j * ng + g) * 4 + i];
+        const __m256 vinv = _mm256_set1_ps(f);
+        float* o = outRows[j] + (sg[g].h0 + i) * a.vHeadDim;
+        int64_t e = 0;
+        for (; e + 8 <= a.vHeadDim; e += 8) _mm256_storeu_ps(o + e, _mm256_mul_ps(_mm256_loadu_ps(o + e), vinv));
+        for (; e < a.vHeadDim; e++) o[e] = o[e] * f;
+      }
     }
   }
 }
@@ -247,56 +311,74 @@ std::string attention(ThreadPool& pool, const float* q, int64_t numTokens, const
     for (int64_t j = 0; j < len; j++) rows[start + j] = RowInfo{static_cast<int32_t>(i), static_cast<int32_t>(prefix + j)};
   }
   const int threads = pool.threads();
-  // sub-groups of up to 4 heads of one kv head; a work item = (row, consecutive sub-groups). Fewer rows than threads:
-  // a row's sub-groups split over the threads; otherwise one item per row (its K/V rows read once for all heads).
+  // sub-groups of up to 4 heads of one kv head. A work item = (consecutive rows of one request, consecutive
+  // sub-groups). Fewer rows than threads: a row's sub-groups split over the threads; otherwise every sub-group in
+  // one item, and dense causal rows of a request in chunks of kRows (they share each K/V block: prefill).
   constexpr int64_t kSub = 4;
   std::vector<SubGroup> subs;
   for (int64_t g = 0; g < a.numKvHeads; g++)
     for (int64_t h0 = g * group; h0 < (g + 1) * group; h0 += kSub)
       subs.push_back(SubGroup{g, h0, static_cast<int>(std::min(kSub, (g + 1) * group - h0))});
   const int64_t numSubs = static_cast<int64_t>(subs.size());
-  int64_t itemsPerRow = std::min<int64_t>(numSubs, std::max<int64_t>(1, (threads + numTokens - 1) / std::max<int64_t>(numTokens, 1)));
-  if (threads == 1) itemsPerRow = 1;
-  if (numSubs > 16 * itemsPerRow) itemsPerRow = (numSubs + 15) / 16;  // attendItem's inv[] holds 16 sub-groups
+  int64_t itemsPerRow = threads == 1 ? 1 : std::min<int64_t>(numSubs, std::max<int64_t>(1, (threads + numTokens - 1) / std::max<int64_t>(numTokens, 1)));
   const int64_t subsPerItem = (numSubs + itemsPerRow - 1) / itemsPerRow;
   itemsPerRow = (numSubs + subsPerItem - 1) / subsPerItem;
+  const int64_t kRows = itemsPerRow == 1 && !a.sparse ? 8 : 1;
+  struct Item {
+    int64_t t0;
+    int nr;
+    int64_t u0;
+  };
+  std::vector<Item> items;
+  for (int64_t i = 0; i < a.numReqs; i++) {
+    const int64_t start = a.extendStartLoc[i], len = a.extendSeqLens[i];
+    for (int64_t j = 0; j < len; j += kRows)
+      for (int64_t u = 0; u < numSubs; u += subsPerItem) items.push_back(Item{start + j, static_cast<int>(std::min(kRows, len - j)), u});
+  }
   std::vector<char> bad(threads, 0);
   std::fill(out, out + numTokens * a.numHeads * a.vHeadDim, 0.0f);
-  pool.parallelFor(numTokens * itemsPerRow, [&](int64_t item, int ti) {
-    const int64_t t = item / itemsPerRow;
-    const int64_t u0 = (item % itemsPerRow) * subsPerItem;
-    const int ng = static_cast<int>(std::min(subsPerItem, numSubs - u0));
-    const RowInfo ri = rows[t];
-    if (ri.req < 0) return;  // row not covered by any request: stays zero (reference leaves it zero too)
+  pool.parallelFor(static_cast<int64_t>(items.size()), [&](int64_t itemIndex, int ti) {
+    const Item it = items[itemIndex];
+    const int ng = static_cast<int>(std::min(subsPerItem, numSubs - it.u0));
+    const RowInfo ri = rows[it.t0];  // every row of the item belongs to this request
+    if (ri.req < 0) return;
     thread_local std::vector<int32_t> locs;
     thread_local std::vector<float> scores;
     thread_local std::vector<int32_t> sel;
     const int64_t tableRow = static_cast<int64_t>(a.reqPoolIndices[ri.req]) * a.reqToTokenStride;
-    int64_t numKeys = 0;
-    if (a.sparse) {
+    int64_t numKeys[8];
+    const float* qRows[8];
+    float* outRows[8];
+    int64_t maxKeys = 0;
+    for (int j = 0; j < it.nr; j++) {
+      const int64_t t = it.t0 + j;
+      qRows[j] = q + t * a.numHeads * a.headDim;
+      outRows[j] = out + t * a.numHeads * a.vHeadDim;
+      numKeys[j] = rows[t].last + 1;
+      maxKeys = std::max(maxKeys, numKeys[j]);
+    }
+    if (a.sparse) {  // one row per item: its picks in ascending order
       sel.clear();
-      const int32_t* sp = a.sparse + t * a.sparseWidth;
+      const int32_t* sp = a.sparse + it.t0 * a.sparseWidth;
       for (int64_t j = 0; j < a.sparseWidth; j++)
         if (sp[j] >= 0 && sp[j] <= ri.last) sel.push_back(sp[j]);
       if (!std::is_sorted(sel.begin(), sel.end())) std::sort(sel.begin(), sel.end());
       locs.resize(sel.size());
       for (size_t j = 0; j < sel.size(); j++) locs[j] = a.reqToToken[tableRow + sel[j]];
-      numKeys = static_cast<int64_t>(sel.size());
+      numKeys[0] = maxKeys = static_cast<int64_t>(sel.size());
     } else {
-      numKeys = ri.last + 1;
-      locs.resize(numKeys);
-      for (int64_t s = 0; s < numKeys; s++) locs[s] = a.reqToToken[tableRow + s];
+      locs.resize(maxKeys);
+      for (int64_t s = 0; s < maxKeys; s++) locs[s] = a.reqToToken[tableRow + s];
     }
-    for (int64_t s = 0; s < numKeys; s++) {
+    for (int64_t s = 0; s < maxKeys; s++) {
       if (locs[s] < 0 || locs[s] >= a.kLocs || locs[s] >= a.vLocs) {
         bad[ti] = 1;
         return;
       }
     }
-    const int64_t stride = numKeys + 8;  // scores of sub-group g, head i at sc[(4g + i) * stride]
-    if (static_cast<int64_t>(scores.size()) < kSub * ng * stride) scores.resize(kSub * ng * stride);
-    attendItem(q + t * a.numHeads * a.headDim, subs.data() + u0, ng, locs.data(), numKeys, a, scores.data(), stride,
-               out + t * a.numHeads * a.vHeadDim);
+    const int64_t stride = maxKeys + 8;  // scores of row j, sub-group g, head i at sc[(j·4·ng + 4g + i) · stride]
+    if (static_cast<int64_t>(scores.size()) < it.nr * kSub * ng * stride) scores.resize(it.nr * kSub * ng * stride);
+    attendItem(qRows, it.nr, subs.data() + it.u0, ng, locs.data(), numKeys, a, scores.data(), stride, outRows);
   });
   for (char b : bad)
     if (b) return "attention: a KV loc from reqToToken lies outside the K/V buffers";
