@@ -6,11 +6,65 @@
 
 namespace tsg {
 
+namespace {
+
+/**
+ * The eight hsum8 of a[0..8) in one transposed reduction with hsum8's own order per lane — lane j =
+ * ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)) of a[j] — so it gives exactly hsum8(a[j]) for every j.
+ */
+inline __m256 hsum8Each(const __m256* a) {
+  __m256 p[4];
+  for (int i = 0; i < 4; i++)
+    p[i] = _mm256_add_ps(_mm256_permute2f128_ps(a[2 * i], a[2 * i + 1], 0x20), _mm256_permute2f128_ps(a[2 * i], a[2 * i + 1], 0x31));
+  // p[i] = [a_2i lo+hi | a_2i+1 lo+hi]; per half [x0 x1 x2 x3] → (x0+x2), (x1+x3)
+  const __m256 s0 = _mm256_add_ps(_mm256_shuffle_ps(p[0], p[1], 0x44), _mm256_shuffle_ps(p[0], p[1], 0xEE));
+  const __m256 s1 = _mm256_add_ps(_mm256_shuffle_ps(p[2], p[3], 0x44), _mm256_shuffle_ps(p[2], p[3], 0xEE));
+  const __m256 h = _mm256_hadd_ps(s0, s1);  // [c0 c2 c4 c6 | c1 c3 c5 c7]
+  return _mm256_permutevar8x32_ps(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/**
+ * y[n − n0] = x · W[n] for eight weight rows n0..n0+7 of an f32 or in-register FP8 weight with K a multiple of 8:
+ * eight FMA lanes over ascending k per row (x·w, as matmul's tile), then hsum8 — the same bits as matmulRange.
+ */
+inline void rows8(const float* x, const WeightView& w, int64_t n0, float* y) {
+  const int64_t K = w.k;
+  __m256 acc[8];
+  for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
+  if (w.fmt == WFormat::F32) {
+    const float* base = static_cast<const float*>(w.data) + n0 * K;
+    for (int64_t k = 0; k < K; k += 8) {
+      const __m256 xv = _mm256_loadu_ps(x + k);
+      for (int j = 0; j < 8; j++) acc[j] = _mm256_fmadd_ps(xv, _mm256_loadu_ps(base + j * K + k), acc[j]);
+    }
+  } else {
+    const uint8_t* base = static_cast<const uint8_t*>(w.data) + n0 * K;
+    const float* srow[8];
+    for (int j = 0; j < 8; j++) srow[j] = w.scaleEff + ((n0 + j) / w.bn) * w.sCols;
+    for (int64_t kb = 0; kb < K; kb += w.bk) {
+      const int64_t ke = std::min(K, kb + w.bk);
+      __m256 sc[8];
+      for (int j = 0; j < 8; j++) sc[j] = _mm256_broadcast_ss(srow[j] + kb / w.bk);
+      for (int64_t k = kb; k < ke; k += 8) {
+        const __m256 xv = _mm256_loadu_ps(x + k);
+        for (int j = 0; j < 8; j++) acc[j] = _mm256_fmadd_ps(xv, _mm256_mul_ps(fp8RawX8(base + j * K + k), sc[j]), acc[j]);
+      }
+    }
+  }
+  _mm256_storeu_ps(y, hsum8Each(acc));
+}
+
+}  // namespace
+
 void groupedMatmul(ThreadPool& pool, const float* x, int64_t M, int64_t groups, const WeightView& w, const GroupedLayout& l, float* y) {
   if (M <= 0 || groups <= 0) return;
   const int64_t N = w.n / groups;
+  // few rows (decode): eight weight rows per step with one transposed reduction (f32 and in-register FP8 weights,
+  // K a multiple of 8); otherwise, and for the rows left over, matmulRange. Both give matmul's bits.
+  const bool fp8Reg = w.fmt == WFormat::FP8 && w.scaleEff != nullptr && w.bk >= 8 && (w.bk & (w.bk - 1)) == 0 && w.bk % 8 == 0;
+  const bool rows8Path = M <= 4 && w.k % 8 == 0 && (w.fmt == WFormat::F32 || fp8Reg);
   // tasks: groups × row chunks; each task is matmulRange over the group's weight rows (same per-element arithmetic)
-  const int64_t mChunk = M <= 2 ? M : 48;
+  const int64_t mChunk = rows8Path ? M : std::max<int64_t>(48, M / std::max<int64_t>(1, (2 * pool.threads() + groups - 1) / groups));
   const int64_t mChunks = (M + mChunk - 1) / mChunk;
   const int threads = pool.threads();
   static thread_local std::vector<std::vector<float>> scratch;
@@ -21,6 +75,16 @@ void groupedMatmul(ThreadPool& pool, const float* x, int64_t M, int64_t groups, 
   auto* sp = &scratch;
   auto task = [&, sp](int64_t t, int ti) {
     const int64_t g = t / mChunks, m0 = (t % mChunks) * mChunk, m1 = std::min(M, m0 + mChunk);
+    if (rows8Path) {
+      const int64_t n8 = N & ~int64_t(7);
+      for (int64_t m = m0; m < m1; m++) {
+        const float* xr = x + m * l.xRowStride + g * l.xGroupStride;
+        float* yr = y + m * l.outRowStride + g * l.outGroupStride;
+        for (int64_t n = 0; n < n8; n += 8) rows8(xr, w, g * N + n, yr + n);
+        if (n8 < N) matmulRange(xr, 1, l.xRowStride, w, g * N + n8, (g + 1) * N, yr + n8, l.outRowStride, (*sp)[ti].data());
+      }
+      return;
+    }
     matmulRange(x + m0 * l.xRowStride + g * l.xGroupStride, m1 - m0, l.xRowStride, w, g * N, (g + 1) * N,
                 y + m0 * l.outRowStride + g * l.outGroupStride, l.outRowStride, (*sp)[ti].data());
   };
