@@ -115,18 +115,22 @@ test('matmul: every stored format, odd sizes, partial FP8 blocks, M 1..64 vs the
 
 test('matmul: a row alone == the same row in batches of 1..64, and 1 thread == 2 threads (bit-exact)', { skip }, () => {
   const rng = new Rng(12);
-  for (const fmt of FORMATS) {
-    const st = storedTensor(rng, fmt, 203, 300);
-    const w = nat!.prepareWeight(st);
-    const x = randn(rng, 64 * 300);
-    const all = nat!.matmul(x, 64, w);
-    assert.deepEqual(nat2!.matmul(x, 64, w), all, `${fmt}: threads 2 vs 1`);
-    for (const m of [1, 2, 3, 5, 8, 13, 33]) {
-      const part = nat!.matmul(x, m, w);
-      assert.deepEqual(part, all.subarray(0, m * 203), `${fmt}: first ${m} rows`);
-      assert.deepEqual(nat2!.matmul(x, m, w), part, `${fmt}: M=${m} threads 2`);
+  // [203, 300]: partial register tiles and k tail; [50, 1100]: several k blocks of the blocked GEMM (accumulators
+  // carried between blocks) plus a k tail and a partial FP8 block
+  for (const [n, k] of [[203, 300], [50, 1100]]) {
+    for (const fmt of FORMATS) {
+      const st = storedTensor(rng, fmt, n, k);
+      const w = nat!.prepareWeight(st);
+      const x = randn(rng, 64 * k);
+      const all = nat!.matmul(x, 64, w);
+      assert.deepEqual(nat2!.matmul(x, 64, w), all, `${fmt} [${n},${k}]: threads 2 vs 1`);
+      for (const m of [1, 2, 3, 5, 8, 13, 33]) {
+        const part = nat!.matmul(x, m, w);
+        assert.deepEqual(part, all.subarray(0, m * n), `${fmt} [${n},${k}]: first ${m} rows`);
+        assert.deepEqual(nat2!.matmul(x, m, w), part, `${fmt} [${n},${k}]: M=${m} threads 2`);
+      }
+      for (const r of [0, 31, 63]) assert.deepEqual(nat!.matmul(x.subarray(r * k, (r + 1) * k), 1, w), all.subarray(r * n, (r + 1) * n), `${fmt} [${n},${k}]: row ${r}`);
     }
-    for (const r of [0, 31, 63]) assert.deepEqual(nat!.matmul(x.subarray(r * 300, (r + 1) * 300), 1, w), all.subarray(r * 203, (r + 1) * 203), `${fmt}: row ${r}`);
   }
 });
 

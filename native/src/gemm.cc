@@ -359,6 +359,10 @@ void matmul(ThreadPool& pool, const float* x, int64_t M, int64_t ldx, const Weig
   const bool useBlas = false;
   (void)opt;
 #endif
+  if (!useBlas && M > kDirectMaxM) {
+    blockedMatmul(pool, x, M, ldx, w, y, ldy);  // large M: packed blocked GEMM (gemm_blocked.cc), same arithmetic
+    return;
+  }
   // single-threaded fast exit for tiny products (avoid waking the pool)
   const double macs = static_cast<double>(M) * N * K;
   std::vector<std::vector<float>>* scratchPerThread = nullptr;

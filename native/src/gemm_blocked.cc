@@ -1,10 +1,20 @@
-// Blocked large-M GEMM (see gemm_blocked.h): chunks of kNB weight rows decoded once to f32 scratch, then 3×4
-// register tiles over (kMC activation rows) × (kKC of k), accumulators carried between k blocks so blocking over k
-// changes no bit of the result (each y[m, n] is hsum8 of eight FMA lanes over ascending k, as in gemm.cc).
+// Blocked large-M GEMM (see gemm_blocked.h), GotoBLAS-style packing with the direct path's per-element arithmetic.
+// - Weights: a chunk of rows (about kChunkFloats floats, L2-sized) is decoded once to f32 (decodeRow: the same values
+//   as the direct path) and packed into panels of kNR rows, [k/8][kNR][8] floats: one sequential stream per panel.
+// - Activations: packed into tiles of kMR rows, [k/8][kMR][8] floats (once per matmul call; per tile in
+//   blockedMatmulRange), so a tile's k-block slice (kMR × kKC floats) is one contiguous L1-resident block.
+// - Register tile kMR × kNR = 4 × 3: 12 eight-lane accumulators, 7 loads per 12 FMAs.
+// Both packings zero-pad k to a multiple of 8. Each y[m, n] is hsum8 of eight FMA lanes over ascending k (lane =
+// k mod 8), the accumulators carried between k blocks unchanged, so every result is bit-identical to the direct
+// path in gemm.cc whatever M, the blocking or the thread (batch invariance); FMAs on the zero padding add +0·+0
+// exactly as the direct path's masked tail does.
 #include "gemm_blocked.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
+#include <utility>
+#include <vector>
 
 namespace tsg {
 
@@ -17,119 +27,224 @@ int64_t blockingParam(const char* name, int64_t dflt, int64_t multiple) {
   return n > 0 ? n : dflt;
 }
 
-const int64_t kNB = blockingParam("TSG_GEMM_NB", 32, 4);   // weight rows per chunk (decoded once into scratch)
-const int64_t kKC = blockingParam("TSG_GEMM_KC", 2048, 8);  // k per block (measured on Zen 2: blocks under ~1024 cost more in lane round trips than they save)
-const int64_t kMC = blockingParam("TSG_GEMM_MC", 48, 3);   // activation rows per block
+constexpr int kMR = 4;  // activation rows per register tile
+constexpr int kNR = 3;  // weight rows per register tile (kMR·kNR = 12 accumulators + kNR + 1 operand registers)
+
+const int64_t kKC = blockingParam("TSG_GEMM_KC", 512, 8);                // k per block: the kMR × kKC x slice stays in L1
+const int64_t kChunkFloats = blockingParam("TSG_GEMM_CHUNK", 65536, 8);  // packed weight floats per chunk (in L2)
+
+int64_t roundUp8(int64_t k) { return (k + 7) & ~int64_t(7); }
+
+/** Weight rows per chunk for inner dimension K: about kChunkFloats floats, a multiple of 12, 12..192. */
+int64_t chunkRows(int64_t K) {
+  return std::max<int64_t>(12, std::min<int64_t>(192, kChunkFloats / std::max<int64_t>(roundUp8(K), 8) / 12 * 12));
+}
 
 /**
- * The 3×4 (or smaller) f32 tile over k in [0, klen) plus an optional zero-padded tail, continuing the eight-lane
- * accumulators kept in `acc` (layout [MR][accStride/8][8]) between k blocks: the same per-lane FMA sequence as
- * `tile`, so blocking over k changes no bit of the result.
+ * One MR × kNR tile: packed x ([steps][kMR][8] floats, rows ≥ MR unused) against a packed weight panel
+ * ([steps][kNR][8]) over `steps` groups of 8 k; continues the accumulators in `acc` ([MR][kNR][8]) unless `first`;
+ * writes y[i, j] = hsum8 for j < nr when `last`, else stores the accumulators.
  */
-template <int MR, int NR>
-inline void tileAcc(const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t klen, int rem, float* acc,
-                    int64_t accStride, bool first, bool last, float* y, int64_t ldy) {
-  __m256 a[MR][NR];
+template <int MR>
+void tilePacked(const float* xp, const float* wp, int64_t steps, float* acc, bool first, bool last, float* y,
+                int64_t ldy, int nr) {
+  __m256 a[MR][kNR];
   for (int i = 0; i < MR; i++)
-    for (int j = 0; j < NR; j++) a[i][j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + i * accStride + j * 8);
-  for (int64_t k = 0; k < klen; k += 8) {
-    __m256 xv[MR];
-    for (int i = 0; i < MR; i++) xv[i] = _mm256_loadu_ps(x + i * ldx + k);
-    for (int j = 0; j < NR; j++) {
-      const __m256 wv = _mm256_loadu_ps(w + j * ldw + k);
-      for (int i = 0; i < MR; i++) a[i][j] = _mm256_fmadd_ps(xv[i], wv, a[i][j]);
-    }
-  }
-  if (rem) {
-    const __m256i mask = tailMask(rem);
-    __m256 xv[MR];
-    for (int i = 0; i < MR; i++) xv[i] = _mm256_maskload_ps(x + i * ldx + klen, mask);
-    for (int j = 0; j < NR; j++) {
-      const __m256 wv = _mm256_maskload_ps(w + j * ldw + klen, mask);
-      for (int i = 0; i < MR; i++) a[i][j] = _mm256_fmadd_ps(xv[i], wv, a[i][j]);
+    for (int j = 0; j < kNR; j++) a[i][j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + (i * kNR + j) * 8);
+  for (int64_t s = 0; s < steps; s++) {
+    __m256 wv[kNR];
+    for (int j = 0; j < kNR; j++) wv[j] = _mm256_loadu_ps(wp + (s * kNR + j) * 8);
+    for (int i = 0; i < MR; i++) {
+      __m256 xv = _mm256_loadu_ps(xp + (s * kMR + i) * 8);
+      asm("" : "+x"(xv));  // one load per x row and step (not one per FMA)
+      for (int j = 0; j < kNR; j++) a[i][j] = _mm256_fmadd_ps(xv, wv[j], a[i][j]);
     }
   }
   if (last) {
     for (int i = 0; i < MR; i++)
-      for (int j = 0; j < NR; j++) y[i * ldy + j] = hsum8(a[i][j]);
+      for (int j = 0; j < nr; j++) y[i * ldy + j] = hsum8(a[i][j]);
   } else {
     for (int i = 0; i < MR; i++)
-      for (int j = 0; j < NR; j++) _mm256_storeu_ps(acc + i * accStride + j * 8, a[i][j]);
+      for (int j = 0; j < kNR; j++) _mm256_storeu_ps(acc + (i * kNR + j) * 8, a[i][j]);
   }
 }
 
-template <int MR>
-inline void tileAccRow(int nr, const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t klen, int rem, float* acc,
-                       int64_t accStride, bool first, bool last, float* y, int64_t ldy) {
-  switch (nr) {
-    case 4: tileAcc<MR, 4>(x, ldx, w, ldw, klen, rem, acc, accStride, first, last, y, ldy); break;
-    case 3: tileAcc<MR, 3>(x, ldx, w, ldw, klen, rem, acc, accStride, first, last, y, ldy); break;
-    case 2: tileAcc<MR, 2>(x, ldx, w, ldw, klen, rem, acc, accStride, first, last, y, ldy); break;
-    default: tileAcc<MR, 1>(x, ldx, w, ldw, klen, rem, acc, accStride, first, last, y, ldy); break;
+using TileFn = void (*)(const float*, const float*, int64_t, float*, bool, bool, float*, int64_t, int);
+
+template <int... MRs>
+constexpr std::array<TileFn, sizeof...(MRs)> makeTileTable(std::integer_sequence<int, MRs...>) {
+  return {&tilePacked<MRs + 1>...};
+}
+/** kTiles[mr - 1]: the tile for mr activation rows. */
+constexpr auto kTiles = makeTileTable(std::make_integer_sequence<int, kMR>{});
+
+/** Packs x rows [0, mr) (leading dimension ldx, K values each) into xp: [k/8][kMR][8], zero-padded past K. */
+void packX(const float* x, int64_t ldx, int mr, int64_t K, float* xp) {
+  const int64_t full = K / 8;
+  const int rem = static_cast<int>(K - full * 8);
+  for (int i = 0; i < mr; i++) {
+    const float* src = x + i * ldx;
+    for (int64_t s = 0; s < full; s++) _mm256_storeu_ps(xp + (s * kMR + i) * 8, _mm256_loadu_ps(src + s * 8));
+    if (rem) _mm256_storeu_ps(xp + (full * kMR + i) * 8, _mm256_maskload_ps(src + full * 8, tailMask(rem)));
   }
 }
 
 /**
- * y[m, j] = x[m]·w[j] for m < M, j < nRows (f32 weight rows with leading dimension ldw), blocked over
- * (kMC rows of x) × (kKC of k); `acc` holds kMC × kNB × 8 floats.
+ * Decodes weight rows [c0, c1) and packs them into panels of kNR rows: panel p at wp + p·k8·kNR, element (row
+ * c0 + p·kNR + j, k) at [k/8][j][k mod 8]; rows past c1 and k past K are zero. The values are decodeRow's: BF16 and
+ * in-register FP8 (fp8 raw × scale·2^120, a power-of-two bk ≥ 8) are decoded straight into the panel, other
+ * formats through decodeRow into `row` (K floats of scratch).
  */
-void blockedGemm(const float* x, int64_t M, int64_t ldx, const float* w, int64_t ldw, int64_t nRows, int64_t K, float* y,
-                 int64_t ldy, float* acc) {
-  const int64_t k8 = K & ~int64_t(7);
-  const int rem = static_cast<int>(K - k8);
+void packChunk(const WeightView& w, int64_t c0, int64_t c1, float* wp, float* row) {
+  const int64_t K = w.k, k8 = roundUp8(K), steps = k8 / 8, full = K / 8;
+  const int rem = static_cast<int>(K - full * 8);
+  const int64_t panels = (c1 - c0 + kNR - 1) / kNR;
+  const bool fp8Direct = w.fmt == WFormat::FP8 && w.scaleEff != nullptr && w.bk >= 8 && (w.bk & (w.bk - 1)) == 0;
+  int bkShift = 0;
+  while ((int64_t(1) << bkShift) < w.bk) bkShift++;
+  for (int64_t p = 0; p < panels; p++) {
+    float* dst = wp + p * k8 * kNR;
+    for (int j = 0; j < kNR; j++) {
+      const int64_t n = c0 + p * kNR + j;
+      float* d = dst + j * 8;
+      if (n >= c1) {
+        for (int64_t s = 0; s < steps; s++) _mm256_storeu_ps(d + s * kNR * 8, _mm256_setzero_ps());
+        continue;
+      }
+      int64_t s0 = 0;  // steps packed straight from the stored weights
+      if (fp8Direct) {
+        const uint8_t* src = static_cast<const uint8_t*>(w.data) + n * K;
+        const float* se = w.scaleEff + (n / w.bn) * w.sCols;
+        for (; s0 < full; s0++)
+          _mm256_storeu_ps(d + s0 * kNR * 8, _mm256_mul_ps(fp8RawX8(src + s0 * 8), _mm256_broadcast_ss(se + ((s0 * 8) >> bkShift))));
+      } else if (w.fmt == WFormat::BF16) {
+        const uint16_t* src = static_cast<const uint16_t*>(w.data) + n * K;
+        for (; s0 < full; s0++) _mm256_storeu_ps(d + s0 * kNR * 8, bf16X8(src + s0 * 8));
+      } else if (w.fmt == WFormat::F32) {
+        const float* src = static_cast<const float*>(w.data) + n * K;
+        for (; s0 < full; s0++) _mm256_storeu_ps(d + s0 * kNR * 8, _mm256_loadu_ps(src + s0 * 8));
+      }
+      if (s0 == full && !rem) continue;
+      // the rest (all of it for F16 and non-power-of-two FP8 blocks, else the k tail) through decodeRow
+      const int64_t k0 = s0 * 8;
+      decodeRow(w, n, k0, K - k0, row);
+      for (int64_t s = s0; s < full; s++) _mm256_storeu_ps(d + s * kNR * 8, _mm256_loadu_ps(row + (s - s0) * 8));
+      if (rem) _mm256_storeu_ps(d + full * kNR * 8, _mm256_maskload_ps(row + (full - s0) * 8, tailMask(rem)));
+    }
+  }
+}
+
+/**
+ * y[m, c - c0] for the packed chunk wp (rows [c0, c1)) and the packed x tiles [t0, t1) (tile t = rows
+ * [t·kMR, min(M, t·kMR + kMR)) at xp + t·k8·kMR, or packed here into xTile when xp is null and x is given).
+ * Loop order: x tile → k block (its slice stays in L1) → weight panel (streams from L2).
+ */
+void chunkTimesTiles(const float* wp, int64_t c0, int64_t c1, int64_t K, const float* xp, const float* x, int64_t ldx,
+                     float* xTile, int64_t M, int64_t t0, int64_t t1, float* y, int64_t ldy, float* acc) {
+  const int64_t k8 = roundUp8(K);
   const int64_t numKBlocks = std::max<int64_t>(1, (k8 + kKC - 1) / kKC);
-  const int64_t accStride = kNB * 8;
-  for (int64_t m0 = 0; m0 < M; m0 += kMC) {
-    const int64_t m1 = std::min(M, m0 + kMC);
+  const int64_t panels = (c1 - c0 + kNR - 1) / kNR;
+  for (int64_t t = t0; t < t1; t++) {
+    const int64_t m = t * kMR;
+    const int mr = static_cast<int>(std::min<int64_t>(kMR, M - m));
+    const TileFn fn = kTiles[mr - 1];
+    const float* xt;
+    if (xp) {
+      xt = xp + t * k8 * kMR;
+    } else {
+      packX(x + m * ldx, ldx, mr, K, xTile);
+      xt = xTile;
+    }
     for (int64_t b = 0; b < numKBlocks; b++) {
       const int64_t kb = b * kKC;
-      const int64_t klen = std::max<int64_t>(0, std::min(kKC, k8 - kb));
+      const int64_t ke = std::min(k8, kb + kKC);
       const bool first = b == 0, last = b == numKBlocks - 1;
-      const int tail = last ? rem : 0;
-      for (int64_t m = m0; m < m1; m += 3) {
-        const int mr = static_cast<int>(std::min<int64_t>(3, m1 - m));
-        for (int64_t n = 0; n < nRows; n += 4) {
-          const int nr = static_cast<int>(std::min<int64_t>(4, nRows - n));
-          const float* xo = x + m * ldx + kb;
-          const float* wo = w + n * ldw + kb;
-          float* ao = acc + (m - m0) * accStride + n * 8;
-          float* yo = y + m * ldy + n;
-          if (mr == 3) tileAccRow<3>(nr, xo, ldx, wo, ldw, klen, tail, ao, accStride, first, last, yo, ldy);
-          else if (mr == 2) tileAccRow<2>(nr, xo, ldx, wo, ldw, klen, tail, ao, accStride, first, last, yo, ldy);
-          else tileAccRow<1>(nr, xo, ldx, wo, ldw, klen, tail, ao, accStride, first, last, yo, ldy);
-        }
+      for (int64_t p = 0; p < panels; p++) {
+        const int nr = static_cast<int>(std::min<int64_t>(kNR, c1 - c0 - p * kNR));
+        fn(xt + kb * kMR, wp + p * k8 * kNR + kb * kNR, (ke - kb) / 8, acc + p * kMR * kNR * 8, first, last,
+           y + m * ldy + p * kNR, ldy, nr);
       }
     }
   }
 }
 
+/** Floats of one thread's scratch for inner dimension K: packed chunk, one decoded row, one x tile, accumulators. */
+int64_t scratchFloats(int64_t K) {
+  const int64_t k8 = roundUp8(K), nb = chunkRows(K);
+  return nb * k8 + k8 + kMR * k8 + nb * kMR * 8 + 16;
+}
+
 }  // namespace
 
 int64_t blockedRowsPerTask(int64_t K) {
-  (void)K;
-  return kNB;
+  return chunkRows(K);
 }
 
 int64_t blockedScratchFloats(int64_t K) {
-  return kNB * K + kMC * kNB * 8 + 16;
+  return scratchFloats(K);
 }
 
 void blockedMatmulRange(const float* x, int64_t M, int64_t ldx, const WeightView& w, int64_t n0, int64_t n1, float* y,
                         int64_t ldy, float* scratch) {
-  const int64_t K = w.k;
-  // f32 weight rows are used in place, other formats decoded a chunk at a time to f32 scratch (the same values)
-  float* acc = scratch + kNB * K;
-  for (int64_t c0 = n0; c0 < n1; c0 += kNB) {
-    const int64_t c1 = std::min(n1, c0 + kNB);
-    const float* wrows;
-    if (w.fmt == WFormat::F32) {
-      wrows = static_cast<const float*>(w.data) + c0 * K;
-    } else {
-      for (int64_t n = c0; n < c1; n++) decodeRow(w, n, 0, K, scratch + (n - c0) * K);
-      wrows = scratch;
-    }
-    blockedGemm(x, M, ldx, wrows, K, c1 - c0, K, y + (c0 - n0), ldy, acc);
+  const int64_t K = w.k, k8 = roundUp8(K), nb = chunkRows(K);
+  float* wp = scratch;
+  float* row = wp + nb * k8;
+  float* xTile = row + k8;
+  float* acc = xTile + kMR * k8;
+  const int64_t tiles = (M + kMR - 1) / kMR;
+  for (int64_t c0 = n0; c0 < n1; c0 += nb) {
+    const int64_t c1 = std::min(n1, c0 + nb);
+    packChunk(w, c0, c1, wp, row);
+    chunkTimesTiles(wp, c0, c1, K, nullptr, x, ldx, xTile, M, 0, tiles, y + (c0 - n0), ldy, acc);
   }
+}
+
+void blockedMatmul(ThreadPool& pool, const float* x, int64_t M, int64_t ldx, const WeightView& w, float* y,
+                   int64_t ldy) {
+  const int64_t N = w.n, K = w.k, k8 = roundUp8(K), nb = chunkRows(K);
+  if (M <= 0 || N <= 0) return;
+  const int threads = pool.threads();
+  const int64_t tiles = (M + kMR - 1) / kMR;
+  // x packed once for all weight chunks (the calling thread's buffer; matmul is not re-entrant on one pool)
+  static thread_local std::vector<float> xPacked;
+  static thread_local std::vector<std::vector<float>> scratch;
+  if (static_cast<int64_t>(xPacked.size()) < tiles * k8 * kMR) xPacked.resize(tiles * k8 * kMR);
+  if (static_cast<int>(scratch.size()) < threads) scratch.resize(threads);
+  for (auto& s : scratch)
+    if (static_cast<int64_t>(s.size()) < scratchFloats(K)) s.resize(scratchFloats(K));
+  float* xp = xPacked.data();
+  std::vector<std::vector<float>>& scr = scratch;  // the calling thread's buffers (workers see their own thread_locals)
+  // tasks: weight chunks × tile ranges; split the tiles only when there are too few chunks to keep the threads busy
+  const int64_t nTasks = (N + nb - 1) / nb;
+  int64_t mChunks = 1;
+  if (nTasks < 2 * threads && tiles >= 2) mChunks = std::min<int64_t>((2 * threads + nTasks - 1) / nTasks, tiles);
+  const int64_t tilesPerChunk = (tiles + mChunks - 1) / mChunks;
+  mChunks = (tiles + tilesPerChunk - 1) / tilesPerChunk;
+  auto packTiles = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; t++) {
+      const int64_t m = t * kMR;
+      packX(x + m * ldx, ldx, static_cast<int>(std::min<int64_t>(kMR, M - m)), K, xp + t * k8 * kMR);
+    }
+  };
+  auto task = [&](int64_t t, int ti) {
+    const int64_t nt = t / mChunks, mt = t % mChunks;
+    const int64_t c0 = nt * nb, c1 = std::min(N, c0 + nb);
+    const int64_t t0 = mt * tilesPerChunk, t1 = std::min(tiles, t0 + tilesPerChunk);
+    float* s = scr[ti].data();
+    float* wp = s;
+    float* row = wp + nb * k8;
+    float* acc = row + k8 + kMR * k8;
+    packChunk(w, c0, c1, wp, row);
+    chunkTimesTiles(wp, c0, c1, K, xp, nullptr, 0, nullptr, M, t0, t1, y + c0, ldy, acc);
+  };
+  if (threads == 1 || static_cast<double>(M) * N * K < 65536.0) {
+    packTiles(0, tiles);
+    for (int64_t t = 0; t < nTasks * mChunks; t++) task(t, 0);
+    return;
+  }
+  const int64_t packTasks = std::min<int64_t>(tiles, 4 * threads);
+  pool.parallelFor(packTasks, [&](int64_t t, int) { packTiles(t * tiles / packTasks, (t + 1) * tiles / packTasks); });
+  pool.parallelFor(nTasks * mChunks, task);
 }
 
 }  // namespace tsg

@@ -1,15 +1,27 @@
-// Large-M (prefill) path of the linear layers: weight rows decoded a chunk at a time to f32 scratch, then a blocked
-// register-tile GEMM over all activation rows. Same per-element arithmetic as the direct path in gemm.cc (see gemm.h).
+// Large-M (prefill) path of the linear layers: weight rows decoded a chunk at a time to f32 and packed into panels,
+// activations packed into row tiles, then a blocked register-tile GEMM. Same per-element arithmetic as the direct
+// path in gemm.cc (see gemm.h), so results are bit-identical to it (batch invariance).
 #pragma once
 
 #include <cstdint>
 
 #include "common.h"
+#include "thread_pool.h"
 
 namespace tsg {
 
 /**
- * y[m, n - n0] = x[m]·W[n] for m in [0, M), n in [n0, n1), single-threaded, bit-identical to the direct path.
+ * y[M, N] = x[M, K] · W[N, K]ᵀ on the pool, bit-identical to the direct path row by row. x is packed once per call
+ * (a per-calling-thread buffer of about M·K floats), weight chunks of blockedRowsPerTask(K) rows are the tasks.
+ * @param x [M, ldx] f32 (first K of each row used)
+ * @param y [M, ldy] f32 (first N of each row written)
+ */
+void blockedMatmul(ThreadPool& pool, const float* x, int64_t M, int64_t ldx, const WeightView& w, float* y,
+                   int64_t ldy);
+
+/**
+ * y[m, n - n0] = x[m]·W[n] for m in [0, M), n in [n0, n1), single-threaded, bit-identical to the direct path
+ * (x packed tile by tile here).
  * @param x [M, ldx] f32; y [M, ldy] f32
  * @param scratch f32 buffer of at least blockedScratchFloats(K) elements
  */
@@ -19,7 +31,7 @@ void blockedMatmulRange(const float* x, int64_t M, int64_t ldx, const WeightView
 /** Scratch floats blockedMatmulRange needs for inner dimension K. */
 int64_t blockedScratchFloats(int64_t K);
 
-/** Weight rows per parallel task of the blocked path (multiple of 4). */
+/** Weight rows per parallel task of the blocked path for inner dimension K (a multiple of 12, 12..192). */
 int64_t blockedRowsPerTask(int64_t K);
 
 }  // namespace tsg
