@@ -12,7 +12,7 @@ import { normalizeSamplingParams, sampleRow, samplerKernels, setSamplerKernels, 
 import { sampleRowReference } from '../src/sampling/sampler_reference.js';
 
 const addon = loadNativeAddon().addon;
-const skip = addon?.argmaxF32 && addon.expShiftSum && addon.expProbs ? false : 'native addon (with argmaxF32 / expShiftSum / expProbs) unavailable';
+const skip = addon?.argmaxF32 && addon.expShiftSum && addon.expProbs && addon.selectAtLeast ? false : 'native addon (with the sampler passes) unavailable';
 
 function row(rng: Rng, n: number): Float32Array {
   const r = new Float32Array(n);
@@ -78,6 +78,20 @@ test('argmaxF32 = the JavaScript argmax loop (first among equals, NaN skipped, N
   big[150001] = 9;
   big[190000] = 9;
   assert.equal(addon!.argmaxF32!(big.subarray(1), 200002), 150000);
+});
+
+test('selectAtLeast = the ids with E[i] ≥ bound, ascending', { skip }, () => {
+  const rng = new Rng(12);
+  for (const n of [0, 1, 5, 8, 1001]) {
+    const e = new Float64Array(n).map(() => (rng.nextFloat() < 0.05 ? NaN : rng.nextFloat()));
+    const ids = new Int32Array(n);
+    for (const bound of [0, 0.5, 0.99, 2]) {
+      const c = addon!.selectAtLeast!(e, n, bound, ids);
+      const want: number[] = [];
+      for (let i = 0; i < n; i++) if (e[i] >= bound) want.push(i);
+      assert.deepEqual(Array.from(ids.subarray(0, c)), want);
+    }
+  }
 });
 
 test('sampleRow with the native exp passes = sampleRowReference', { skip }, () => {

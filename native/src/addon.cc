@@ -514,6 +514,19 @@ EXPORT_FN(expProbs) {
   return out;
 }
 
+// selectAtLeast(E: f64, n, bound, ids: i32) → count of i < n with E[i] ≥ bound, written to ids ascending (sampling.h)
+EXPORT_FN(selectAtLeast) {
+  Args a(env, info, 4);
+  int64_t el, il;
+  const double* e = a.f64(0, &el);
+  const int64_t n = a.i64(1);
+  int32_t* ids = a.i32(3, &il);
+  if (n < 0 || el < n || il < n) throw Failure{"tsglang_native: selectAtLeast buffers too small"};
+  napi_value out;
+  napi_create_int64(env, tsg::selectAtLeast(e, n, a.num(2), ids), &out);
+  return out;
+}
+
 napi_value init(napi_env env, napi_value exports) {
   const napi_property_descriptor props[] = {
       {"createBackend", nullptr, createBackend, nullptr, nullptr, nullptr, napi_default, nullptr},
@@ -536,6 +549,7 @@ napi_value init(napi_env env, napi_value exports) {
       {"argmaxF32", nullptr, argmaxF32, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"expShiftSum", nullptr, expShiftSum, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"expProbs", nullptr, expProbs, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"selectAtLeast", nullptr, selectAtLeast, nullptr, nullptr, nullptr, napi_default, nullptr},
   };
   napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props);
   return exports;

@@ -228,4 +228,21 @@ int64_t argmaxF32(const float* s, int64_t n) {
   return at < 0 ? 0 : at;
 }
 
+int64_t selectAtLeast(const double* E, int64_t n, double bound, int32_t* ids) {
+  int64_t count = 0;
+  int64_t i = 0;
+  const __m256d b = _mm256_set1_pd(bound);
+  for (; i + 4 <= n; i += 4) {
+    int mask = _mm256_movemask_pd(_mm256_cmp_pd(_mm256_loadu_pd(E + i), b, _CMP_GE_OQ));
+    while (mask != 0) {
+      const int j = __builtin_ctz(mask);
+      ids[count++] = static_cast<int32_t>(i + j);
+      mask &= mask - 1;
+    }
+  }
+  for (; i < n; i++)
+    if (E[i] >= bound) ids[count++] = static_cast<int32_t>(i);
+  return count;
+}
+
 }  // namespace tsg

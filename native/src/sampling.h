@@ -29,4 +29,10 @@ double expProbs(const float* s, int64_t n, double lse, float* P);
  */
 int64_t argmaxF32(const float* s, int64_t n);
 
+/**
+ * Writes the indices i < n with E[i] ≥ bound (NaN never) to ids in ascending order; returns their count.
+ * @param E [n] f64 @param ids [n] i32 out
+ */
+int64_t selectAtLeast(const double* E, int64_t n, double bound, int32_t* ids);
+
 }  // namespace tsg

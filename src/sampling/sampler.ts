@@ -86,7 +86,7 @@ export function topLogprobsOf(lp: Float32Array, n: number): [number, number][] {
 }
 
 /**
- * Native versions of the greedy argmax and the two exp passes (native/src/sampling.cc), bit-identical to the loops
+ * Native versions of the greedy argmax, the two exp passes and the candidate gather (native/src/sampling.cc), bit-identical to the loops
  * they replace (V8's Math.exp is fdlibm's exp; the addon computes the same operations four lanes at a time).
  * Installed by the engine when the native addon loads (sampling/ imports no kernels); null = the JavaScript loops.
  */
@@ -97,6 +97,8 @@ export interface SamplerKernels {
   expShiftSum(s: Float32Array, n: number, shift: number, E: Float64Array): number;
   /** P[i] = f32(exp(f32(s[i] − lse))) for i < n; returns the sum of P in index order. @param s [≥n] f32 @param P [≥n] f32 */
   expProbs(s: Float32Array, n: number, lse: number, P: Float32Array): number;
+  /** Writes the i < n with E[i] ≥ bound to ids (ascending); returns their count. @param E [≥n] f64 @param ids [≥n] i32 */
+  selectAtLeast(E: Float64Array, n: number, bound: number, ids: Int32Array): number;
 }
 
 let kernels: SamplerKernels | null = null;
@@ -114,6 +116,8 @@ export function samplerKernels(): SamplerKernels | null {
 /** Per-id scratch reused by every call (sampling runs on one thread, one row at a time): exp(s − max) and p. */
 let scratchE = new Float64Array(0);
 let scratchP = new Float32Array(0);
+/** Candidate ids (drawCandidates). */
+let scratchIds = new Int32Array(0);
 /** Bit view of one f32 (sort keys of the candidates). */
 const F32 = new Float32Array(1);
 const U32 = new Uint32Array(F32.buffer);
@@ -169,6 +173,7 @@ export function sampleRow(logits: Float32Array, info: RowSamplingInfo): RowSampl
   if (scratchE.length < V) {
     scratchE = new Float64Array(V);
     scratchP = new Float32Array(V);
+    scratchIds = new Int32Array(V);
   }
   const E = scratchE;
   let sum = 0;
@@ -238,27 +243,28 @@ function drawCandidates(scaled: Float32Array, E: Float64Array, max: number, sum:
   const pMax = Math.fround(Math.exp(Math.fround(max - lse)));
   const minThresh = pMax * minP;
   const kLimit = Math.min(topK, V);
-  let ids: number[] = [];
-  let gathered = Infinity; // ids with E ≥ gathered are in `ids` (id order) with P set
+  const ids = scratchIds;
+  let nIds = 0;
+  let gathered = Infinity; // the ids with E ≥ gathered are ids[0, nIds) (id order), with P set
   let t = pMax * 0.01;
   for (;;) {
     if (t * sum * (1 - GATHER_SLACK) < gathered) {
-      // Gather two levels (t and t/16) at once.
-      const bound = (t / 16) * sum * (1 - GATHER_SLACK);
-      const next: number[] = [];
-      for (let i = 0; i < V; i++) {
-        const e = E[i];
-        if (e >= bound) {
-          if (!(e >= gathered)) P[i] = Math.fround(Math.exp(Math.fround(scaled[i] - lse)));
-          next.push(i);
-        }
+      // Gather this level (the next one usually holds ~10× more ids: a compare pass is cheaper than their exps).
+      const bound = t * sum * (1 - GATHER_SLACK);
+      if (kernels !== null) nIds = kernels.selectAtLeast(E, V, bound, ids);
+      else {
+        nIds = 0;
+        for (let i = 0; i < V; i++) if (E[i] >= bound) ids[nIds++] = i;
       }
-      ids = next;
+      for (let j = 0; j < nIds; j++) {
+        const i = ids[j];
+        if (!(E[i] >= gathered)) P[i] = Math.fround(Math.exp(Math.fround(scaled[i] - lse)));
+      }
       gathered = bound;
     }
     let count = 0;
     let mass = 0;
-    for (let j = 0; j < ids.length; j++) {
+    for (let j = 0; j < nIds; j++) {
       const pr = P[ids[j]];
       if (pr >= t) {
         count++;
@@ -270,7 +276,7 @@ function drawCandidates(scaled: Float32Array, E: Float64Array, max: number, sum:
     t /= 16;
   }
   const floor = Math.max(t, minThresh);
-  const cand = sortCandidates(ids, P, floor);
+  const cand = sortCandidates(ids, nIds, P, floor);
   const keep = new Float64Array(cand.length);
   let cum = 0;
   let total = 0;
@@ -296,12 +302,12 @@ function drawCandidates(scaled: Float32Array, E: Float64Array, max: number, sum:
 }
 
 /**
- * The ids of `ids` with P[id] ≥ floor, sorted by P descending then id ascending. Keys pack the f32 bits of P
+ * The ids of `ids[0, nIds)` with P[id] ≥ floor, sorted by P descending then id ascending. Keys pack the f32 bits of P
  * (monotone for p ≥ 0) above the complemented id, exact in a double below 2^53, so a native numeric sort does it.
  */
-function sortCandidates(ids: readonly number[], P: Float32Array, floor: number): number[] {
+function sortCandidates(ids: Int32Array, nIds: number, P: Float32Array, floor: number): number[] {
   const sel: number[] = [];
-  for (let j = 0; j < ids.length; j++) if (P[ids[j]] >= floor) sel.push(ids[j]);
+  for (let j = 0; j < nIds; j++) if (P[ids[j]] >= floor) sel.push(ids[j]);
   const n = sel.length;
   if (n === 0 || sel[n - 1] >= 1 << ID_BITS) return sel.sort((a, b) => P[b] - P[a] || a - b);
   const mask = (1 << ID_BITS) - 1;

@@ -45,6 +45,8 @@ export interface NativeAddon {
   expShiftSum?(s: Float32Array, n: number, shift: number, e: Float64Array): number;
   /** Sampler exp pass: p[i] = f32(exp(f32(s[i] − lse))), returns Σ p in index order (native/src/sampling.h). */
   expProbs?(s: Float32Array, n: number, lse: number, p: Float32Array): number;
+  /** Sampler candidate gather: writes the i < n with e[i] ≥ bound to ids (ascending), returns their count (native/src/sampling.h). */
+  selectAtLeast?(e: Float64Array, n: number, bound: number, ids: Int32Array): number;
 }
 
 /** Outcome of loading the addon. */
