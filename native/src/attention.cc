@@ -87,8 +87,9 @@ inline void valuePass(const float* scoreBuf, int64_t stride, const float* vBase,
     }
   }
   const int64_t pfBytes = (8 * NV - 8 + (MASKED ? cnt[NV - 1] : 8)) * 4;  // the bytes this pass reads of a row
+  const int64_t rp = pfDist > 0 ? std::max(r0, std::min(r1, pfEnd - pfDist)) : r0;  // keys [r0, rp) prefetch ahead
   for (int64_t r = r0; r < r1; r++) {
-    if (pfDist > 0 && r + pfDist < pfEnd) {
+    if (r < rp) {
       // the same dims of the row one block ahead (points ≤ 64 bytes apart: every line of the range)
       const char* pp = reinterpret_cast<const char*>(vBase + static_cast<int64_t>(keyLoc[r + pfDist]) * a.vRowWidth + e);
       for (int64_t off = 0; off < pfBytes; off += 56) _mm_prefetch(pp + off, _MM_HINT_T0);
@@ -137,7 +138,9 @@ void valueRange(const float* scoreBuf, int64_t stride, const float* vBase, const
   const int cnt[3] = {static_cast<int>(std::min<int64_t>(8, rem)), static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(8, rem - 8))),
                       static_cast<int>(std::max<int64_t>(0, rem - 16))};
   for (int64_t e = 0; e < eFull; e += 24) valuePass<NH, 3, false>(scoreBuf, stride, vBase, keyLoc, r0, r1, e, cnt, a, first, out, pfDist, pfEnd);
-  if (rem > 16) valuePass<NH, 3, true>(scoreBuf, stride, vBase, keyLoc, r0, r1, eFull, cnt, a, first, out, pfDist, pfEnd);
+  if (rem == 16) valuePass<NH, 2, false>(scoreBuf, stride, vBase, keyLoc, r0, r1, eFull, cnt, a, first, out, pfDist, pfEnd);
+  else if (rem == 8) valuePass<NH, 1, false>(scoreBuf, stride, vBase, keyLoc, r0, r1, eFull, cnt, a, first, out, pfDist, pfEnd);
+  else if (rem > 16) valuePass<NH, 3, true>(scoreBuf, stride, vBase, keyLoc, r0, r1, eFull, cnt, a, first, out, pfDist, pfEnd);
   else if (rem > 8) valuePass<NH, 2, true>(scoreBuf, stride, vBase, keyLoc, r0, r1, eFull, cnt, a, first, out, pfDist, pfEnd);
   else if (rem > 0) valuePass<NH, 1, true>(scoreBuf, stride, vBase, keyLoc, r0, r1, eFull, cnt, a, first, out, pfDist, pfEnd);
 }
