@@ -12,7 +12,7 @@ import { normalizeSamplingParams, sampleRow, samplerKernels, setSamplerKernels, 
 import { sampleRowReference } from '../src/sampling/sampler_reference.js';
 
 const addon = loadNativeAddon().addon;
-const skip = addon?.argmaxF32 && addon.expShiftSum && addon.expProbs && addon.selectAtLeast ? false : 'native addon (with the sampler passes) unavailable';
+const skip = addon?.argmaxF32 && addon.scaleMaxF32 && addon.expShiftSum && addon.expProbs && addon.selectAtLeast ? false : 'native addon (with the sampler passes) unavailable';
 
 function row(rng: Rng, n: number): Float32Array {
   const r = new Float32Array(n);
@@ -78,6 +78,25 @@ test('argmaxF32 = the JavaScript argmax loop (first among equals, NaN skipped, N
   big[150001] = 9;
   big[190000] = 9;
   assert.equal(addon!.argmaxF32!(big.subarray(1), 200002), 150000);
+});
+
+test('scaleMaxF32 = Math.fround(s[i] * invT) in place and its max', { skip }, () => {
+  const rng = new Rng(13);
+  for (const n of [0, 1, 3, 4, 9, 1001]) {
+    for (const invT of [1, 1 / 0.7, 1 / 3, 100]) {
+      const s = row(rng, n);
+      if (n > 5) s[2] = NaN;
+      const want = Float32Array.from(s);
+      let max = -Infinity;
+      for (let i = 0; i < n; i++) {
+        want[i] = Math.fround(want[i] * invT);
+        if (want[i] > max) max = want[i];
+      }
+      const got = addon!.scaleMaxF32!(s, n, invT);
+      assert.ok(Object.is(got, max) || (got === 0 && max === 0), `max ${got} vs ${max}`);
+      for (let i = 0; i < n; i++) assert.ok(Object.is(s[i], want[i]), `i ${i}`);
+    }
+  }
 });
 
 test('selectAtLeast = the ids with E[i] ≥ bound, ascending', { skip }, () => {

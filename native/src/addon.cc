@@ -488,6 +488,18 @@ EXPORT_FN(argmaxF32) {
   return out;
 }
 
+// scaleMaxF32(s: f32, n, invT) → max: s[i] = f32(s[i] · invT) in place (sampling.h)
+EXPORT_FN(scaleMaxF32) {
+  Args a(env, info, 3);
+  int64_t sl;
+  float* s = a.f32(0, &sl);
+  const int64_t n = a.i64(1);
+  if (n < 0 || sl < n) throw Failure{"tsglang_native: scaleMaxF32 buffer too small"};
+  napi_value out;
+  napi_create_double(env, tsg::scaleMaxF32(s, n, a.num(2)), &out);
+  return out;
+}
+
 // expShiftSum(s: f32, n, shift, E: f64) → Σ E: E[i] = exp(s[i] − shift), Math.exp-identical (sampling.h)
 EXPORT_FN(expShiftSum) {
   Args a(env, info, 4);
@@ -547,6 +559,7 @@ napi_value init(napi_env env, napi_value exports) {
       {"measureFmaPeak", nullptr, measureFmaPeak, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"measureReadBandwidth", nullptr, measureReadBandwidth, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"argmaxF32", nullptr, argmaxF32, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"scaleMaxF32", nullptr, scaleMaxF32, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"expShiftSum", nullptr, expShiftSum, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"expProbs", nullptr, expProbs, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"selectAtLeast", nullptr, selectAtLeast, nullptr, nullptr, nullptr, napi_default, nullptr},

@@ -245,4 +245,26 @@ int64_t selectAtLeast(const double* E, int64_t n, double bound, int32_t* ids) {
   return count;
 }
 
+double scaleMaxF32(float* s, int64_t n, double invT) {
+  const __m256d k = _mm256_set1_pd(invT);
+  __m128 best = _mm_set1_ps(-__builtin_inff());
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const __m128 v = _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_cvtps_pd(_mm_loadu_ps(s + i)), k));
+    _mm_storeu_ps(s + i, v);
+    best = _mm_blendv_ps(best, v, _mm_cmp_ps(v, best, _CMP_GT_OQ));  // NaN never replaces
+  }
+  alignas(16) float b[4];
+  _mm_store_ps(b, best);
+  float m = -__builtin_inff();
+  for (int j = 0; j < 4; j++)
+    if (b[j] > m) m = b[j];
+  for (; i < n; i++) {
+    const float v = static_cast<float>(static_cast<double>(s[i]) * invT);
+    s[i] = v;
+    if (v > m) m = v;
+  }
+  return m;
+}
+
 }  // namespace tsg

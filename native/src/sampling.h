@@ -35,4 +35,11 @@ int64_t argmaxF32(const float* s, int64_t n);
  */
 int64_t selectAtLeast(const double* E, int64_t n, double bound, int32_t* ids);
 
+/**
+ * Temperature scaling in place, s[i] = f32(double(s[i]) · invT) (JavaScript `Math.fround(s[i] * invT)`), returning the
+ * largest scaled value (NaN skipped; −Infinity when none).
+ * @param s [n] f32 in/out
+ */
+double scaleMaxF32(float* s, int64_t n, double invT);
+
 }  // namespace tsg

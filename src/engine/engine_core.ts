@@ -41,8 +41,8 @@ export function readGenerationDefaults(modelPath: string): Record<string, number
 export function installNativeSampling(env: KernelEnv = readKernelEnv()): boolean {
   if (env.backend === 'cpu') return false;
   const addon = loadNativeAddon(env).addon;
-  if (!addon?.argmaxF32 || !addon.expShiftSum || !addon.expProbs || !addon.selectAtLeast) return false;
-  setSamplerKernels({ argmax: addon.argmaxF32, expShiftSum: addon.expShiftSum, expProbs: addon.expProbs, selectAtLeast: addon.selectAtLeast });
+  if (!addon?.argmaxF32 || !addon.scaleMaxF32 || !addon.expShiftSum || !addon.expProbs || !addon.selectAtLeast) return false;
+  setSamplerKernels({ argmax: addon.argmaxF32, scaleMax: addon.scaleMaxF32, expShiftSum: addon.expShiftSum, expProbs: addon.expProbs, selectAtLeast: addon.selectAtLeast });
   return true;
 }
 

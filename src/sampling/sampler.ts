@@ -86,13 +86,16 @@ export function topLogprobsOf(lp: Float32Array, n: number): [number, number][] {
 }
 
 /**
- * Native versions of the greedy argmax, the two exp passes and the candidate gather (native/src/sampling.cc), bit-identical to the loops
+ * Native versions of the greedy argmax, the temperature scaling, the two exp passes and the candidate gather
+ * (native/src/sampling.cc), bit-identical to the loops
  * they replace (V8's Math.exp is fdlibm's exp; the addon computes the same operations four lanes at a time).
  * Installed by the engine when the native addon loads (sampling/ imports no kernels); null = the JavaScript loops.
  */
 export interface SamplerKernels {
   /** Index of the largest s[i] (first among equals; NaN never chosen unless s[0] is NaN → 0). @param s [≥n] f32 */
   argmax(s: Float32Array, n: number): number;
+  /** s[i] = f32(s[i] · invT) in place for i < n; returns the largest (NaN skipped, −Infinity when none). @param s [≥n] f32 */
+  scaleMax(s: Float32Array, n: number, invT: number): number;
   /** E[i] = exp(s[i] − shift) for i < n; returns the sum of E in index order. @param s [≥n] f32 @param E [≥n] f64 */
   expShiftSum(s: Float32Array, n: number, shift: number, E: Float64Array): number;
   /** P[i] = f32(exp(f32(s[i] − lse))) for i < n; returns the sum of P in index order. @param s [≥n] f32 @param P [≥n] f32 */
@@ -165,10 +168,13 @@ export function sampleRow(logits: Float32Array, info: RowSamplingInfo): RowSampl
   // s = f32(logit / T) in place, and its max (as the reference's `logits[i] *= invT` then logSoftmax).
   const invT = 1 / p.temperature;
   let max = -Infinity;
-  for (let i = 0; i < V; i++) {
-    const s = Math.fround(logits[i] * invT);
-    logits[i] = s;
-    if (s > max) max = s;
+  if (kernels !== null) max = kernels.scaleMax(logits, V, invT);
+  else {
+    for (let i = 0; i < V; i++) {
+      const s = Math.fround(logits[i] * invT);
+      logits[i] = s;
+      if (s > max) max = s;
+    }
   }
   if (scratchE.length < V) {
     scratchE = new Float64Array(V);

@@ -41,6 +41,8 @@ export interface NativeAddon {
   measureReadBandwidth(b: NativeHandle, bytes: number, reps: number): number;
   /** Greedy sampling: index of the largest s[i] for i < n, first among equals (native/src/sampling.h). */
   argmaxF32?(s: Float32Array, n: number): number;
+  /** Sampler temperature scaling: s[i] = f32(s[i] · invT) in place, returns the max (NaN skipped) (native/src/sampling.h). */
+  scaleMaxF32?(s: Float32Array, n: number, invT: number): number;
   /** Sampler exp pass: e[i] = exp(s[i] − shift) (f64, Math.exp-identical), returns Σ e in index order (native/src/sampling.h). */
   expShiftSum?(s: Float32Array, n: number, shift: number, e: Float64Array): number;
   /** Sampler exp pass: p[i] = f32(exp(f32(s[i] − lse))), returns Σ p in index order (native/src/sampling.h). */
