@@ -10,9 +10,13 @@ namespace tsg {
 namespace {
 /** How long an idle worker spins before sleeping, and how long the caller spins before yielding. */
 constexpr auto kSpinTime = std::chrono::microseconds(200);
+/** Worker states of one job (low 2 bits of ThreadPool::state_). */
+constexpr uint64_t kPosted = 0, kStarted = 1, kDone = 2, kCancelled = 3;
 }  // namespace
 
 ThreadPool::ThreadPool(int threads) : threads_(threads < 1 ? 1 : threads) {
+  state_.reset(new std::atomic<uint64_t>[threads_]);
+  for (int i = 0; i < threads_; i++) state_[i].store(kDone);
   for (int i = 1; i < threads_; i++) workers_.emplace_back([this, i] { workerLoop(i); });
 }
 
@@ -55,8 +59,12 @@ void ThreadPool::workerLoop(int index) {
     }
     seen = g;
     if (stop_.load()) return;
-    runTasks(index);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    // join job g only if the caller has not cancelled this worker's part (or posted a newer job)
+    uint64_t expect = (g << 2) | kPosted;
+    if (state_[index].compare_exchange_strong(expect, (g << 2) | kStarted, std::memory_order_acq_rel)) {
+      runTasks(index);
+      state_[index].store((g << 2) | kDone, std::memory_order_release);
+    }
   }
 }
 
@@ -69,18 +77,24 @@ void ThreadPool::parallelFor(int64_t numTasks, const std::function<void(int64_t,
   fn_ = &fn;
   numTasks_ = numTasks;
   nextTask_.store(0, std::memory_order_relaxed);
-  pending_.store(threads_ - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_seq_cst);
+  const uint64_t g = generation_.load(std::memory_order_relaxed) + 1;
+  for (int i = 1; i < threads_; i++) state_[i].store((g << 2) | kPosted, std::memory_order_release);
+  generation_.store(g, std::memory_order_seq_cst);
   if (sleeping_.load(std::memory_order_seq_cst) > 0) {
     std::lock_guard<std::mutex> lock(mutex_);
     cv_.notify_all();
   }
   runTasks(0);
-  const auto start = std::chrono::steady_clock::now();
-  int spins = 0;
-  while (pending_.load(std::memory_order_acquire) != 0) {
-    _mm_pause();
-    if (++spins % 64 == 0 && std::chrono::steady_clock::now() - start > kSpinTime) std::this_thread::yield();
+  // every task is claimed: cancel workers that have not started, wait for those that did
+  for (int i = 1; i < threads_; i++) {
+    uint64_t expect = (g << 2) | kPosted;
+    if (state_[i].compare_exchange_strong(expect, (g << 2) | kCancelled, std::memory_order_acq_rel)) continue;
+    const auto start = std::chrono::steady_clock::now();
+    int spins = 0;
+    while (state_[i].load(std::memory_order_acquire) != ((g << 2) | kDone)) {
+      _mm_pause();
+      if (++spins % 64 == 0 && std::chrono::steady_clock::now() - start > kSpinTime) std::this_thread::yield();
+    }
   }
   fn_ = nullptr;
 }

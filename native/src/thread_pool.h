@@ -1,13 +1,17 @@
 // A persistent thread pool: `threads - 1` workers created once, plus the calling thread. Work is handed out as
 // a range of task indices through an atomic counter (dynamic scheduling, robust when cores are shared).
 // Workers spin on a generation counter for a short while after each job, then sleep on a condition variable
-// (spin-then-wait), so back-to-back ops cost ~1 µs to dispatch and an idle pool costs no CPU.
+// (spin-then-wait), so back-to-back ops cost ~1 µs to dispatch and an idle pool costs no CPU. A worker joins a job
+// only by claiming it (posted → started); once the caller has run out of tasks it cancels the claims of workers
+// that have not started, so a worker that is descheduled (cores shared with other processes) never stalls a job
+// it took no task of.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -39,7 +43,8 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::atomic<uint64_t> generation_{0};
   std::atomic<int64_t> nextTask_{0};
-  std::atomic<int> pending_{0};
+  /** Per worker: (job generation << 2) | kPosted / kStarted / kDone / kCancelled. */
+  std::unique_ptr<std::atomic<uint64_t>[]> state_;
   std::atomic<int> sleeping_{0};
   std::atomic<bool> stop_{false};
   int64_t numTasks_ = 0;
