@@ -138,6 +138,20 @@ test('sampleRow with the native exp passes = sampleRowReference', { skip }, () =
         }
       }
     }
+    // Rows with NaN (also at index 0), ±Infinity, all −Infinity.
+    const odd = [Float32Array.from([NaN, 1, 3, 0.5]), Float32Array.from([1, NaN, 2, 0.5]), Float32Array.from([1, Infinity, 2, 0.5]), Float32Array.from([-Infinity, -Infinity, -Infinity])];
+    for (const r of odd) {
+      for (const sp of params) {
+        for (const topLogprobsNum of [0, 2]) {
+          const mk = (): RowSamplingInfo => ({ params: normalizeSamplingParams(sp, r.length), rng: new Rng(3), outputCounts: new Map(), numOutputTokens: 0, stopTokenIds: [], topLogprobsNum, needLogprob: true });
+          const got = sampleRow(Float32Array.from(r), mk());
+          const want = sampleRowReference(Float32Array.from(r), mk());
+          assert.equal(got.tokenId, want.tokenId);
+          assert.ok(Object.is(got.logprob, want.logprob), `${Array.from(r)} ${JSON.stringify(sp)}: ${got.logprob} vs ${want.logprob}`);
+          assert.deepEqual(got.topLogprobs, want.topLogprobs);
+        }
+      }
+    }
   } finally {
     setSamplerKernels(null);
   }

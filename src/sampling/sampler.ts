@@ -121,6 +121,15 @@ let scratchE = new Float64Array(0);
 let scratchP = new Float32Array(0);
 /** Candidate ids (drawCandidates). */
 let scratchIds = new Int32Array(0);
+/** Grows the per-id scratch to at least V entries. */
+function ensureScratch(V: number): void {
+  if (scratchE.length < V) {
+    scratchE = new Float64Array(V);
+    scratchP = new Float32Array(V);
+    scratchIds = new Int32Array(V);
+  }
+}
+
 /** Bit view of one f32 (sort keys of the candidates). */
 const F32 = new Float32Array(1);
 const U32 = new Uint32Array(F32.buffer);
@@ -162,6 +171,15 @@ export function sampleRow(logits: Float32Array, info: RowSamplingInfo): RowSampl
       }
     }
     if (info.needLogprob === false && info.topLogprobsNum === 0) return { tokenId: best, logprob: NaN, topLogprobs: [] };
+    const m = logits[best];
+    if (kernels !== null && m === m) {
+      // logSoftmax's max is logits[best] (the largest non-NaN value); its exp pass runs natively.
+      ensureScratch(V);
+      const lse = m + Math.log(kernels.expShiftSum(logits, V, m, scratchE));
+      if (info.topLogprobsNum === 0) return { tokenId: best, logprob: Math.fround(m - lse), topLogprobs: [] };
+      for (let i = 0; i < V; i++) logits[i] = logits[i] - lse;
+      return { tokenId: best, logprob: logits[best], topLogprobs: topLogprobsOf(logits, info.topLogprobsNum) };
+    }
     logSoftmax(logits, logits);
     return { tokenId: best, logprob: logits[best], topLogprobs: topLogprobsOf(logits, info.topLogprobsNum) };
   }
@@ -176,11 +194,7 @@ export function sampleRow(logits: Float32Array, info: RowSamplingInfo): RowSampl
       if (s > max) max = s;
     }
   }
-  if (scratchE.length < V) {
-    scratchE = new Float64Array(V);
-    scratchP = new Float32Array(V);
-    scratchIds = new Int32Array(V);
-  }
+  ensureScratch(V);
   const E = scratchE;
   let sum = 0;
   if (kernels !== null) sum = kernels.expShiftSum(logits, V, max, E);
