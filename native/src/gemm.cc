@@ -21,19 +21,28 @@ namespace {
 
 constexpr int64_t kDirectMaxM = 2;
 
+/** Mat-vec tasks per thread (env TSG_MV_TASKS for tuning experiments; results never depend on it). */
+const int64_t kMatVecTasksPerThread = [] {
+  const char* v = std::getenv("TSG_MV_TASKS");
+  const int64_t n = v ? std::atoll(v) : 0;
+  return n > 0 ? n : int64_t(4);
+}();
+
 /**
  * Software prefetch distance (bytes) of the direct path. A tile reads 4 rows of one contiguous block of weight rows
  * (rows are only 0.5–4 KB long, so the hardware prefetcher sees 4 short streams and never ramps up); while it
- * consumes its block it prefetches the bytes `ahead` further on, proportionally to its progress, i.e. the next
- * tile's block (measured best on Zen 3: one tile ahead, at least 4 KB). Env TSG_MV_PREFETCH (bytes) overrides it
- * for tuning experiments (results never depend on it).
+ * consumes its block it prefetches the bytes `ahead` further on, proportionally to its progress. Measured on Zen 3
+ * (cold mat-vec, 1 thread): rows under 8 KB want the whole next tile (4 rows, at least 4 KB) ahead; rows of 8 KB and
+ * more span two pages each, the hardware prefetcher follows them, and 4 KB ahead is best (bf16 K=4096: 9.2 GB/s vs
+ * 6-8 with 8-32 KB). Env TSG_MV_PREFETCH (bytes) overrides it for tuning experiments (results never depend on it).
  */
 int64_t prefetchAhead(int64_t rowBytes) {
   static const int64_t env = [] {
     const char* v = std::getenv("TSG_MV_PREFETCH");
     return v ? std::atoll(v) : int64_t(-1);
   }();
-  return env >= 0 ? env : std::max<int64_t>(4096, 4 * rowBytes);
+  if (env >= 0) return env;
+  return rowBytes >= 8192 ? int64_t(4096) : std::max<int64_t>(4096, 4 * rowBytes);
 }
 
 inline void prefetchLine(const void* p) {
@@ -344,8 +353,10 @@ void matmul(ThreadPool& pool, const float* x, int64_t M, int64_t ldx, const Weig
   // tasks: nChunks × mChunks; split M only when there are too few weight chunks to keep the threads busy
   int64_t nChunk = rowsPerTask;
   if (M <= kDirectMaxM) {
-    // mat-vec: smaller chunks so all threads share the weight stream
-    nChunk = std::max<int64_t>(4, std::min<int64_t>(rowsPerTask, ((N + 4 * threads - 1) / (4 * threads) + 3) & ~int64_t(3)));
+    // mat-vec: each thread streams a few long contiguous runs of rows (its prefetch runs ahead inside its own run);
+    // several runs per thread keep the split dynamic when a core is shared with other work
+    const int64_t runs = kMatVecTasksPerThread * threads;
+    nChunk = std::max<int64_t>(4, ((N + runs - 1) / runs + 3) & ~int64_t(3));
   }
   const int64_t nTasks = (N + nChunk - 1) / nChunk;
   int64_t mChunks = 1;
