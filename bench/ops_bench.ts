@@ -1,4 +1,4 @@
-// `npm run bench:ops [-- --threads 1,2] [--quick]`: per-op GFLOP/s and GB/s of the native backend next to this
+// `npm run bench:ops [-- --threads 1,2] [--quick] [--only matvec,gemm,attention,fusedMoe,rowops]`: per-op GFLOP/s and GB/s of the native backend next to this
 // machine's FMA peak and read bandwidth, both measured in the same run. Prints figures; asserts nothing.
 import { randomFillSync } from 'node:crypto';
 import { availableParallelism } from 'node:os';
@@ -6,7 +6,10 @@ import { parseArgs } from 'node:util';
 import { NativeOps, loadNativeAddon } from '../src/kernels/index.js';
 import type { AttentionBatch, AttentionParams, ExpertWeights, Weight } from '../src/kernels/index.js';
 
-const { values } = parseArgs({ options: { threads: { type: 'string' }, quick: { type: 'boolean' } } });
+const { values } = parseArgs({ options: { threads: { type: 'string' }, quick: { type: 'boolean' }, only: { type: 'string' } } });
+/** `--only matvec,gemm,attention,fusedMoe,rowops`: run only these sections (default all). */
+const only = values.only?.split(',');
+const want = (section: string): boolean => !only || only.includes(section);
 const quick = values.quick === true;
 const threadList = (values.threads ?? `1,${availableParallelism()}`).split(',').map(Number).filter((n, i, a) => n >= 1 && a.indexOf(n) === i);
 const minTime = quick ? 0.15 : 0.6;
@@ -104,14 +107,14 @@ for (const threads of threadList) {
   process.stdout.write(`\nthreads ${threads}: measured FMA peak ${peak.toFixed(1)} GFLOP/s, read bandwidth ${bw.toFixed(1)} GB/s (OpenBLAS linked: ${ops.blasLinked})\n`);
 
   // decode mat-vec, weights far beyond the caches (a rotating set)
-  for (const [name, set] of [['matvec fp8 (out of cache)', decodeSetFp8], ['matvec bf16 (out of cache)', decodeSetBf16]] as [string, Weight[]][]) {
+  for (const [name, set] of want('matvec') ? [['matvec fp8 (out of cache)', decodeSetFp8], ['matvec bf16 (out of cache)', decodeSetBf16]] as [string, Weight[]][] : []) {
     const [n, k] = set[0].shape;
     const y = new Float32Array(n);
     const sec = timeIt((i) => ops.matmul(xBig, 1, set[i % set.length], y));
     row(name, `M=1 N=${n} K=${k} x${set.length}`, sec, 2 * n * k, weightBytes(set[0]), peak, bw);
   }
   // small and large M, L3-resident weights
-  for (const m of [1, 4, 16, 64, 512]) {
+  for (const m of want('gemm') ? [1, 4, 16, 64, 512] : []) {
     for (const [name, w] of [['gemm fp8', wFp8], ['gemm bf16', wBf16], ['gemm f32', wF32]] as [string, Weight][]) {
       const [n, k] = w.shape;
       const y = new Float32Array(m * n);
@@ -125,14 +128,14 @@ for (const threads of threadList) {
   }
   // large-M GEMM at the bench models' prefill shapes (512-token prompt): MiniMax o_proj / q_proj / k,v_proj,
   // DeepSeek q_b_proj (FP8 weights, L3-resident)
-  for (const [n, k] of [[1024, 2048], [2048, 1024], [512, 1024], [1536, 384]]) {
+  for (const [n, k] of want('gemm') ? [[1024, 2048], [2048, 1024], [512, 1024], [1536, 384]] : []) {
     const w = modelShapeWeights.get(`${n}x${k}`)!;
     const y = new Float32Array(512 * n);
     const sec = timeIt(() => ops.matmul(xBig, 512, w, y));
     row('gemm fp8 (model shape)', `M=512 N=${n} K=${k}`, sec, 2 * 512 * n * k, weightBytes(w) + 512 * (n + k) * 4, peak, bw);
   }
   // attention: decode over 640 cached keys (GQA 16/4 × 128), prefill 512 causal
-  {
+  if (want('attention')) {
     const H = 16, Hkv = 4, hd = 128, locs = 1024;
     const kBuf = Float32Array.from({ length: (locs + 1) * Hkv * hd }, () => Math.random() - 0.5);
     const vBuf = Float32Array.from({ length: (locs + 1) * Hkv * hd }, () => Math.random() - 0.5);
@@ -145,7 +148,7 @@ for (const threads of threadList) {
     row('attention prefill', `H=${H}/${Hkv} hd=${hd} T=512 causal`, sp, 4 * H * hd * (512 * 513) / 2, 2 * 512 * Hkv * hd * 4, peak, bw);
   }
   // routed experts: 32 experts of D=1024, I=512 (FP8), top-4
-  {
+  if (want('fusedMoe')) {
     const D = 1024, I = 512, E = 32, topK = 4;
     const experts: ExpertWeights[] = Array.from({ length: E }, () => ({ gate: fp8Weight(I, D), up: fp8Weight(I, D), down: fp8Weight(D, I) }));
     for (const T of [1, 32, 512]) {
@@ -158,7 +161,7 @@ for (const threads of threadList) {
     }
   }
   // row ops
-  {
+  if (want('rowops')) {
     const x = xBig.subarray(0, 512 * 1024);
     const w = new Float32Array(1024).fill(1);
     const out = new Float32Array(512 * 1024);
