@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { Rng } from '../src/common/index.js';
 import { installNativeSampling } from '../src/engine/index.js';
 import { loadNativeAddon } from '../src/kernels/index.js';
-import { normalizeSamplingParams, sampleRow, samplerKernels, setSamplerKernels, type RowSamplingInfo, type SamplingParamsInput } from '../src/sampling/index.js';
+import { logSoftmax, normalizeSamplingParams, sampleRow, samplerKernels, scoreRow, setSamplerKernels, topLogprobsOf, type RowSamplingInfo, type SamplingParamsInput } from '../src/sampling/index.js';
 import { sampleRowReference } from '../src/sampling/sampler_reference.js';
 
 const addon = loadNativeAddon().addon;
@@ -136,6 +136,17 @@ test('sampleRow with the native exp passes = sampleRowReference', { skip }, () =
           assert.deepEqual(got.topLogprobs, want.topLogprobs);
           assert.equal(a.rng.nextU32(), b.rng.nextU32());
         }
+      }
+    }
+    // scoreRow (prompt logprobs) = logSoftmax + topLogprobsOf, on ordinary and odd rows.
+    for (const r of [Float32Array.from({ length: 5000 }, () => 3 * gen.nextGaussian()), Float32Array.from([NaN, 1, 3]), Float32Array.from([1, NaN, 3]), Float32Array.from([-Infinity, -Infinity])]) {
+      for (const topN of [0, 3]) {
+        const lp = new Float32Array(r.length);
+        logSoftmax(r, lp);
+        const tok = r.length - 1;
+        const got = scoreRow(r, tok, topN);
+        assert.ok(Object.is(got.logprob, lp[tok]), `scoreRow ${got.logprob} vs ${lp[tok]}`);
+        assert.deepEqual(got.topLogprobs, topLogprobsOf(lp, topN));
       }
     }
     // Rows with NaN (also at index 0), ±Infinity, all −Infinity.

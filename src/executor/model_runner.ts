@@ -3,7 +3,7 @@
 import { assert } from '../common/index.js';
 import type { ForwardBatch, ForwardOutput } from '../layers/index.js';
 import type { KVPool, KVPoolLayout } from '../mem_cache/index.js';
-import { logSoftmax, sampleRow, topLogprobsOf, type RowSample, type RowSamplingInfo } from '../sampling/index.js';
+import { sampleRow, scoreRow, type RowSample, type RowSamplingInfo } from '../sampling/index.js';
 
 /** What the runner needs from a model (models/ CausalLM satisfies it; tests pass a fake). */
 export interface ForwardModel {
@@ -79,11 +79,7 @@ export class ModelRunner {
     this.numForwards++;
     const V = this.vocabSize;
     assert(out.logits.length === batch.logitRows.length * V, () => `ModelRunner: logits length ${out.logits.length} != ${batch.logitRows.length} × ${V}`);
-    const scores: RowScore[] = score.map((s) => {
-      const lp = new Float32Array(V);
-      logSoftmax(out.logits.subarray(s.logitIdx * V, (s.logitIdx + 1) * V), lp);
-      return { logprob: lp[s.tokenId], topLogprobs: topLogprobsOf(lp, s.topLogprobsNum) };
-    });
+    const scores: RowScore[] = score.map((s) => scoreRow(out.logits.subarray(s.logitIdx * V, (s.logitIdx + 1) * V), s.tokenId, s.topLogprobsNum));
     // Sampling rewrites its row in place: sample rows and score rows are distinct, and the logits are this step's scratch.
     const samples = sample.map((s) => sampleRow(out.logits.subarray(s.logitIdx * V, (s.logitIdx + 1) * V), s.info));
     this.sampleTimeMs += performance.now() - t1;

@@ -218,6 +218,31 @@ export function sampleRow(logits: Float32Array, info: RowSamplingInfo): RowSampl
 }
 
 /**
+ * Scores one logits row for a known next token (prompt logprobs): log_softmax(row)[tokenId] and the top-n
+ * [logprob, id] pairs, exactly as `logSoftmax` into a fresh row then `topLogprobsOf` (the same f32 values), without
+ * allocating a row; the exp pass runs natively when installed.
+ * @param logits [vocabSize] f32 (not modified)
+ * @param tokenId 0 ≤ tokenId < vocabSize
+ * @param topN top alternatives wanted (0 = none)
+ */
+export function scoreRow(logits: Float32Array, tokenId: number, topN: number): { logprob: number; topLogprobs: [number, number][] } {
+  const V = logits.length;
+  ensureScratch(V);
+  const m = V > 0 ? logits[kernels !== null ? kernels.argmax(logits, V) : 0] : NaN;
+  if (kernels === null || !(m === m)) {
+    const lp = scratchP.subarray(0, V);
+    logSoftmax(logits, lp);
+    return { logprob: lp[tokenId], topLogprobs: topLogprobsOf(lp, topN) };
+  }
+  // logSoftmax's max is the argmax's value (the largest non-NaN entry); its exp pass runs natively.
+  const lse = m + Math.log(kernels.expShiftSum(logits, V, m, scratchE));
+  if (topN <= 0) return { logprob: Math.fround(logits[tokenId] - lse), topLogprobs: [] };
+  const lp = scratchP.subarray(0, V);
+  for (let i = 0; i < V; i++) lp[i] = logits[i] - lse;
+  return { logprob: lp[tokenId], topLogprobs: topLogprobsOf(lp, topN) };
+}
+
+/**
  * Multinomial draw over the whole vocabulary: p = f32(exp(f32(s − lse))) per id, one rng.nextFloat().
  * @param scaled [V] f32 logits / T @param lse log-sum-exp of `scaled`
  */

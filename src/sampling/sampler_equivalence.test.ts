@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Rng } from '../common/index.js';
 import { normalizeSamplingParams, type SamplingParamsInput } from './sampling_params.js';
-import { sampleRow, type RowSamplingInfo } from './sampler.js';
+import { logSoftmax, sampleRow, scoreRow, topLogprobsOf, type RowSamplingInfo } from './sampler.js';
 import { sampleRowReference } from './sampler_reference.js';
 
 /** Random logits rows: flat, peaked, quantized (ties), with masked (−Infinity) ids, a huge range. */
@@ -88,6 +88,19 @@ test('sampleRow = sampleRowReference on rows with NaN / +Infinity / all −Infin
       assert.equal(got.tokenId, want.tokenId);
       assert.ok(Object.is(got.logprob, want.logprob));
       assert.deepEqual(got.topLogprobs, want.topLogprobs);
+    }
+  }
+});
+
+test('scoreRow = logSoftmax + topLogprobsOf (JavaScript path)', () => {
+  const gen = new Rng(4);
+  for (const r of [Float32Array.from({ length: 3000 }, () => 2 * gen.nextGaussian()), Float32Array.from([NaN, 1, 3]), Float32Array.from([-Infinity, -Infinity])]) {
+    for (const topN of [0, 4]) {
+      const lp = new Float32Array(r.length);
+      logSoftmax(r, lp);
+      const got = scoreRow(r, 1, topN);
+      assert.ok(Object.is(got.logprob, lp[1]));
+      assert.deepEqual(got.topLogprobs, topLogprobsOf(lp, topN));
     }
   }
 });
