@@ -10,7 +10,7 @@ import type { AttentionBatch, AttentionParams, ExpertWeights, Ops, StoredTensor,
 import { runOpsConformance } from '../src/kernels/ops.case.js';
 
 /** Every method of the Ops interface; the type checks below fail to compile if Ops gains or loses one. */
-const OPS_METHODS = ['prepareWeight', 'matmul', 'embedding', 'rmsNorm', 'layerNorm', 'rope', 'softmax', 'add', 'sigmoid', 'siluAndMul', 'topk', 'attention', 'fusedMoe', 'groupedMatmul', 'indexerTopK'] as const;
+const OPS_METHODS = ['prepareWeight', 'allocateWeightBytes', 'matmul', 'embedding', 'rmsNorm', 'layerNorm', 'rope', 'softmax', 'add', 'sigmoid', 'siluAndMul', 'topk', 'attention', 'fusedMoe', 'groupedMatmul', 'indexerTopK'] as const;
 type Listed = (typeof OPS_METHODS)[number];
 type OpsMethod = { [K in keyof Ops]: Ops[K] extends (...args: never[]) => unknown ? K : never }[keyof Ops];
 const everyMethodListed: [Exclude<OpsMethod, Listed>] extends [never] ? true : false = true;
@@ -354,3 +354,22 @@ function weightF32(w: Weight): Float32Array {
   const dtype = w.format === 'fp8_block' ? 'f8_e4m3' : w.format;
   return ref.prepareWeight({ name: 'w', dtype, shape: [n, k], bytes: bytes.slice(), scale: w.format === 'fp8_block' ? w.scale : undefined }).data as Float32Array;
 }
+
+test('allocateWeightBytes: exact lengths, zeroed, 64-byte aligned, non-overlapping; large tensors on their own mapping', { skip }, () => {
+  const ops = createOps({ backend: 'native', threads: 1 });
+  const sizes = [1, 100, 4096, 3 << 20, 7, 64 << 10, 40 << 20];
+  const got = sizes.map((n) => ops.allocateWeightBytes(n));
+  got.forEach((b, i) => {
+    assert.equal(b.byteLength, sizes[i]);
+    assert.equal(b.byteOffset % 64, 0);
+    assert.ok(b.every((v) => v === 0));
+  });
+  got.forEach((b, i) => b.fill(i + 1));
+  got.forEach((b, i) => assert.ok(b.every((v) => v === i + 1), `slice ${i} was overwritten by another`));
+  // the weights stay usable by the kernels: a BF16 matrix whose bytes live in the arena
+  const bytes = ops.allocateWeightBytes(2 * 3 * 2);
+  new Uint16Array(bytes.buffer, bytes.byteOffset, 6).set([0x3f80, 0x4000, 0x4040, 0xbf80, 0, 0x3f00]); // [[1,2,3],[-1,0,0.5]]
+  const w = ops.prepareWeight({ name: 'w', dtype: 'bf16', shape: [2, 3], bytes });
+  assert.deepEqual([...ops.matmul(new Float32Array([1, 1, 2]), 1, w)], [9, 0]);
+  assert.deepEqual([...ref.allocateWeightBytes(5)], [0, 0, 0, 0, 0]);
+});

@@ -1,6 +1,7 @@
 // N-API bindings of the native backend (plain C N-API, no node-addon-api). Argument shapes are checked on the TS
 // side (src/kernels/native/native_ops.ts); here we check only what would otherwise read or write out of bounds.
 #include <node_api.h>
+#include <sys/mman.h>
 
 #include <cmath>
 #include <string>
@@ -539,6 +540,54 @@ EXPORT_FN(selectAtLeast) {
   return out;
 }
 
+// allocWeightMemory(bytes) → ArrayBuffer of `bytes` zeroed bytes, 2 MiB aligned, advised for transparent huge pages
+// before first touch (MADV_HUGEPAGE), or null when the memory cannot be mapped. Weights streamed at decode cross a
+// 4 KiB page every 4 KiB; with 2 MiB pages the TLB misses and page-bounded prefetch stalls mostly disappear
+// (1-thread BF16 mat-vec, 65 MB out of cache: 7.0-8.3 GB/s on 4 KiB pages vs 9.3-10.8 GB/s on 2 MiB pages).
+// The mapping is released by the ArrayBuffer's finalizer.
+EXPORT_FN(allocWeightMemory) {
+  Args a(env, info, 1);
+  const int64_t bytes = a.i64(0);
+  if (bytes <= 0) throw Failure{"tsglang_native: allocWeightMemory needs a positive byte count"};
+  constexpr size_t kHuge = size_t(2) << 20;
+  const size_t len = (static_cast<size_t>(bytes) + kHuge - 1) / kHuge * kHuge;
+  // over-map by one huge page so the start can be aligned, then give the unaligned ends back
+  void* raw = mmap(nullptr, len + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  napi_value out;
+  if (raw == MAP_FAILED) {
+    napi_get_null(env, &out);
+    return out;
+  }
+  const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (start + kHuge - 1) & ~(kHuge - 1);
+  if (aligned > start) munmap(raw, aligned - start);
+  const uintptr_t end = start + len + kHuge;
+  if (end > aligned + len) munmap(reinterpret_cast<void*>(aligned + len), end - (aligned + len));
+  void* p = reinterpret_cast<void*>(aligned);
+#ifdef MADV_HUGEPAGE
+  madvise(p, len, MADV_HUGEPAGE);  // advisory: without THP the memory still works on 4 KiB pages
+#endif
+  struct Mapping {
+    void* p;
+    size_t len;
+  };
+  auto* m = new Mapping{p, len};
+  const napi_status st = napi_create_external_arraybuffer(
+      env, p, static_cast<size_t>(bytes),
+      [](napi_env, void*, void* hint) {
+        auto* mm = static_cast<Mapping*>(hint);
+        munmap(mm->p, mm->len);
+        delete mm;
+      },
+      m, &out);
+  if (st != napi_ok) {
+    munmap(p, len);
+    delete m;
+    napi_get_null(env, &out);
+  }
+  return out;
+}
+
 napi_value init(napi_env env, napi_value exports) {
   const napi_property_descriptor props[] = {
       {"createBackend", nullptr, createBackend, nullptr, nullptr, nullptr, napi_default, nullptr},
@@ -563,6 +612,7 @@ napi_value init(napi_env env, napi_value exports) {
       {"expShiftSum", nullptr, expShiftSum, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"expProbs", nullptr, expProbs, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"selectAtLeast", nullptr, selectAtLeast, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"allocWeightMemory", nullptr, allocWeightMemory, nullptr, nullptr, nullptr, napi_default, nullptr},
   };
   napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props);
   return exports;

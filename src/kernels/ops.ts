@@ -164,6 +164,16 @@ export interface Ops {
   prepareWeight(t: StoredTensor): Weight;
 
   /**
+   * Zeroed memory for the stored bytes of one checkpoint tensor, before it is read from disk and handed to
+   * `prepareWeight`: a backend that keeps weights in their stored encoding places them where it streams them
+   * fastest (the native backend: 2 MiB-aligned arenas on transparent huge pages); the f32 reference returns a plain
+   * array it can drop after dequantizing.
+   * @param byteLength bytes (≥ 0)
+   * @returns a Uint8Array of exactly `byteLength` bytes
+   */
+  allocateWeightBytes(byteLength: number): Uint8Array;
+
+  /**
    * Linear layer without bias: y = x · Wᵀ.
    * @param x [numRows, K] f32
    * @param w [N, K] weight (PyTorch layout)

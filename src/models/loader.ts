@@ -84,7 +84,7 @@ export function loadWeights(ckpt: Checkpoint, specs: readonly TensorSpec[], conf
   const t0 = Date.now();
   try {
     for (const spec of present) {
-      const { info, bytes } = ckpt.read(spec.name);
+      const { info, bytes } = ckpt.read(spec.name, (n) => options.ops.allocateWeightBytes(n));
       const scale = info.dtype === 'f8_e4m3' ? scaleFor(ckpt, spec, config, where, true) : undefined;
       weights.set(spec.name, options.ops.prepareWeight({ name: spec.name, dtype: info.dtype, shape: info.shape, bytes, scale }));
       bar?.increment();

@@ -91,14 +91,15 @@ export class SafetensorsFile {
 
   /**
    * Reads one tensor's bytes with a positional read into a fresh (aligned) buffer.
+   * @param alloc where the bytes go (default: a new Uint8Array); must return exactly the requested length
    * @returns [byteLength] u8, little-endian elements
    * @throws ModelLoadError naming file and tensor when absent or the read comes up short (file truncated since open)
    */
-  read(name: string): Uint8Array {
+  read(name: string, alloc: (byteLength: number) => Uint8Array = (n) => new Uint8Array(n)): Uint8Array {
     const info = this.tensors.get(name);
     if (!info) throw new ModelLoadError(`${this.path}: no tensor '${name}'`, { file: this.path, tensor: name });
     if (this.fd === null) throw new ModelLoadError(`${this.path}: file already closed`, { file: this.path, tensor: name });
-    const out = new Uint8Array(info.byteLength);
+    const out = alloc(info.byteLength);
     readExactly(this.fd, out, info.offset, this.path, `tensor '${name}'`, name);
     return out;
   }
@@ -244,12 +245,13 @@ export class Checkpoint {
 
   /**
    * Reads one tensor (positional read of exactly its bytes).
+   * @param alloc where the bytes go (default: a new Uint8Array), e.g. `Ops.allocateWeightBytes`
    * @throws ModelLoadError naming the checkpoint and tensor when absent, or file and tensor on a short read
    */
-  read(name: string): { info: TensorInfo; bytes: Uint8Array } {
+  read(name: string, alloc?: (byteLength: number) => Uint8Array): { info: TensorInfo; bytes: Uint8Array } {
     const sf = this.where.get(name);
     if (!sf) throw new ModelLoadError(`${this.dir}: checkpoint has no tensor '${name}'`, { file: this.dir, tensor: name });
-    return { info: sf.tensors.get(name)!, bytes: sf.read(name) };
+    return { info: sf.tensors.get(name)!, bytes: sf.read(name, alloc) };
   }
 
   /** Total bytes of tensor data. */

@@ -21,6 +21,10 @@ export class CpuOps implements Ops {
   prepareWeight(t: StoredTensor): Weight {
     return { format: 'f32', shape: [...t.shape], data: storedToF32(t) };
   }
+  /** A plain array: the stored bytes are dropped once `prepareWeight` has dequantized them. */
+  allocateWeightBytes(byteLength: number): Uint8Array {
+    return new Uint8Array(byteLength);
+  }
   matmul(x: Float32Array, numRows: number, w: Weight, out?: Float32Array): Float32Array {
     return matmul(x, numRows, w, out);
   }

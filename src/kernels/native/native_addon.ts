@@ -49,6 +49,8 @@ export interface NativeAddon {
   expProbs?(s: Float32Array, n: number, lse: number, p: Float32Array): number;
   /** Sampler candidate gather: writes the i < n with e[i] ≥ bound to ids (ascending), returns their count (native/src/sampling.h). */
   selectAtLeast?(e: Float64Array, n: number, bound: number, ids: Int32Array): number;
+  /** `bytes` zeroed bytes, 2 MiB aligned, advised for transparent huge pages; null when the memory cannot be mapped. */
+  allocWeightMemory?(bytes: number): ArrayBuffer | null;
 }
 
 /** Outcome of loading the addon. */

@@ -17,6 +17,9 @@ export interface NativeOpsOptions {
   readonly blasMinM?: number;
 }
 
+/** Bytes of one weight arena (a multiple of the 2 MiB huge page). */
+const WEIGHT_ARENA_BYTES = 64 << 20;
+
 const FORMAT_CODE = { f32: 0, bf16: 1, f16: 2, fp8_block: 3 } as const;
 const ELEMENTWISE = { add: 0, sigmoid: 1, siluAndMul: 2 } as const;
 
@@ -41,6 +44,8 @@ export class NativeOps implements Ops {
   readonly blasLinked: boolean;
   private readonly backend: NativeHandle;
   private readonly handles = new WeakMap<Weight, NativeHandle>();
+  /** The arena weight bytes are currently carved from (see allocateWeightBytes). */
+  private arena: { bytes: Uint8Array; used: number } | null = null;
   private readonly expertCache = new WeakMap<readonly (ExpertWeights | null)[], { sources: (ExpertWeights | null | undefined)[]; handles: unknown[] }>();
 
   /** @throws InternalError for threads < 1 */
@@ -56,6 +61,26 @@ export class NativeOps implements Ops {
    * Keeps 2-D FP8 (block-scaled), BF16, F16 and F32 tensors in their stored encoding (a view on the loader's bytes,
    * no copy); other tensors (1-D norms and biases, integer or unscaled FP8) are decoded to f32.
    */
+  /**
+   * Weight bytes are carved from arenas of WEIGHT_ARENA_BYTES (a tensor of a quarter arena or more gets its own),
+   * 64-byte aligned, mapped by the addon on 2 MiB-aligned transparent huge pages; plain arrays when the addon cannot
+   * map memory. Arena bytes stay resident as long as any weight of that arena is alive (the model's lifetime).
+   */
+  allocateWeightBytes(byteLength: number): Uint8Array {
+    if (byteLength >= WEIGHT_ARENA_BYTES / 4) return this.hugeBytes(byteLength);
+    const a = this.arena;
+    if (a === null || a.used + byteLength > a.bytes.length) this.arena = { bytes: this.hugeBytes(WEIGHT_ARENA_BYTES), used: 0 };
+    const arena = this.arena!;
+    const off = arena.used;
+    arena.used = Math.ceil((off + byteLength) / 64) * 64;
+    return arena.bytes.subarray(off, off + byteLength);
+  }
+
+  private hugeBytes(byteLength: number): Uint8Array {
+    const ab = byteLength > 0 ? this.addon.allocWeightMemory?.(byteLength) ?? null : null;
+    return ab ? new Uint8Array(ab) : new Uint8Array(byteLength);
+  }
+
   prepareWeight(t: StoredTensor): Weight {
     const n = numel(t.shape);
     const shape = [...t.shape];
