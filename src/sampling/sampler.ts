@@ -322,11 +322,24 @@ function drawCandidates(scaled: Float32Array, E: Float64Array, max: number, sum:
   }
   const floor = Math.max(t, minThresh);
   const cand = sortCandidates(ids, nIds, P, floor);
+  return drawSortedCandidates(cand, P, topK, topP, minThresh, u);
+}
+
+/**
+ * The filtered multinomial draw over candidates sorted by probability descending (ties: id ascending): keeps rank r
+ * while r < topK and the mass before it is ≤ topP, drops p < minThresh, then draws u·(kept mass) in rank order
+ * (SGLang python/sglang/srt/layers/sampler.py top_k_top_p_min_p_sampling_from_probs_torch semantics).
+ * @param cand candidate token ids, sorted
+ * @param probs [V] f32 probabilities indexed by token id
+ * @param u uniform draw in [0, 1)
+ * @returns the drawn token id
+ */
+export function drawSortedCandidates(cand: ArrayLike<number>, probs: Float32Array, topK: number, topP: number, minThresh: number, u: number): number {
   const keep = new Float64Array(cand.length);
   let cum = 0;
   let total = 0;
   for (let r = 0; r < cand.length; r++) {
-    const pr = P[cand[r]];
+    const pr = probs[cand[r]];
     const before = cum;
     cum += pr;
     if (r >= topK) break;

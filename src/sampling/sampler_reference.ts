@@ -3,7 +3,7 @@
 // returns (same token, same logprob, same RNG use), and sampleRow falls back to it for rows with non-finite values.
 // Same semantics as SGLang python/sglang/srt/layers/sampler.py (see sampler.ts).
 import type { Rng } from '../common/index.js';
-import { applyPenalties, logSoftmax, topLogprobsOf, type RowSample, type RowSamplingInfo } from './sampler.js';
+import { applyPenalties, drawSortedCandidates, logSoftmax, topLogprobsOf, type RowSample, type RowSamplingInfo } from './sampler.js';
 
 /**
  * Reference of sampleRow: penalties → greedy argmax if topK = 1; else softmax(logits / temperature) and the
@@ -78,29 +78,7 @@ function drawFiltered(probs: Float32Array, pMax: number, topK: number, topP: num
     if (cand.length >= Math.min(topK, V) || mass > topP || t < 1e-38) break;
   }
   cand.sort((a, b) => probs[b] - probs[a] || a - b);
-  const keep = new Float64Array(cand.length);
-  let cum = 0;
-  const minThresh = probs[cand[0]] * minP;
-  let total = 0;
-  for (let r = 0; r < cand.length; r++) {
-    const pr = probs[cand[r]];
-    const before = cum;
-    cum += pr;
-    if (r >= topK) break;
-    if (before > topP) break;
-    if (pr < minThresh) continue;
-    keep[r] = pr;
-    total += pr;
-  }
-  const target = u * total;
-  let acc = 0;
-  for (let r = 0; r < cand.length; r++) {
-    if (keep[r] === 0) continue;
-    acc += keep[r];
-    if (acc > target) return cand[r];
-  }
-  for (let r = cand.length - 1; r >= 0; r--) if (keep[r] > 0) return cand[r];
-  return cand[0] ?? 0;
+  return drawSortedCandidates(cand, probs, topK, topP, probs[cand[0]] * minP, u);
 }
 
 function lastNonZero(p: Float32Array): number {
