@@ -115,6 +115,27 @@ napi_value undefinedValue(napi_env env) {
   return u;
 }
 
+/**
+ * The paged batch of attention / indexerTopK: five int32 arrays at argument positions first..first+4
+ * (extendStartLoc, extendSeqLens, extendPrefixLens, reqPoolIndices, reqToToken).
+ * @throws Failure when a per-request array is shorter than numReqs
+ */
+tsg::PagedBatch readPagedBatch(const Args& a, size_t first, int64_t numReqs, int64_t reqToTokenStride, const char* op) {
+  tsg::PagedBatch b;
+  int64_t n0, n1, n2, n3, tl;
+  b.numReqs = numReqs;
+  b.reqToTokenStride = reqToTokenStride;
+  b.extendStartLoc = a.i32(first, &n0);
+  b.extendSeqLens = a.i32(first + 1, &n1);
+  b.extendPrefixLens = a.i32(first + 2, &n2);
+  b.reqPoolIndices = a.i32(first + 3, &n3);
+  b.reqToToken = a.i32(first + 4, &tl);
+  b.reqToTokenLen = tl;
+  if (n0 < numReqs || n1 < numReqs || n2 < numReqs || n3 < numReqs)
+    throw Failure{std::string("tsglang_native: ") + op + " batch arrays shorter than numReqs"};
+  return b;
+}
+
 // createBackend(threads, gemmMode, blasMinM) → handle
 EXPORT_FN(createBackend) {
   Args a(env, info, 3);
@@ -315,7 +336,7 @@ EXPORT_FN(topk) {
 EXPORT_FN(attention) {
   Args a(env, info, 14);
   auto* b = a.external<Backend>(0);
-  int64_t ql, kl, vl, tl, ol, il, n0, n1, n2, n3;
+  int64_t ql, kl, vl, ol, il;
   const float* q = a.f32(1, &ql);
   const int64_t T = a.i64(2);
   const int32_t* ints = a.i32(3, &il);
@@ -329,20 +350,12 @@ EXPORT_FN(attention) {
   p.kOffset = ints[5];
   p.vRowWidth = ints[6];
   p.vOffset = ints[7];
-  p.numReqs = ints[8];
-  p.reqToTokenStride = ints[9];
   p.sparseWidth = ints[10];
   p.scale = static_cast<float>(a.num(4));
   p.k = a.f32(5, &kl);
   p.v = a.f32(6, &vl);
-  p.extendStartLoc = a.i32(7, &n0);
-  p.extendSeqLens = a.i32(8, &n1);
-  p.extendPrefixLens = a.i32(9, &n2);
-  p.reqPoolIndices = a.i32(10, &n3);
-  p.reqToToken = a.i32(11, &tl);
-  p.reqToTokenLen = tl;
+  p.batch = readPagedBatch(a, 7, ints[8], ints[9], "attention");
   float* out = a.f32(13, &ol);
-  if (n0 < p.numReqs || n1 < p.numReqs || n2 < p.numReqs || n3 < p.numReqs) throw Failure{"tsglang_native: attention batch arrays shorter than numReqs"};
   if (ql < T * p.numHeads * p.headDim || ol < T * p.numHeads * p.vHeadDim) throw Failure{"tsglang_native: attention q/out too small"};
   const int64_t kNeed = p.kOffset + p.numKvHeads * p.headDim, vNeed = p.vOffset + p.numKvHeads * p.vHeadDim;
   if (kNeed > p.kRowWidth || vNeed > p.vRowWidth) throw Failure{"tsglang_native: attention heads exceed the K/V row width"};
@@ -387,7 +400,7 @@ EXPORT_FN(groupedMatmul) {
 EXPORT_FN(indexerTopK) {
   Args a(env, info, 12);
   auto* b = a.external<Backend>(0);
-  int64_t ql, wl, il, kl, tl, ol, n0, n1, n2, n3;
+  int64_t ql, wl, il, kl, ol;
   const float* q = a.f32(1, &ql);
   const float* wts = a.f32(2, &wl);
   const int64_t T = a.i64(3);
@@ -398,18 +411,10 @@ EXPORT_FN(indexerTopK) {
   p.headDim = ints[1];
   p.topK = ints[2];
   p.kRowWidth = ints[3];
-  p.numReqs = ints[4];
-  p.reqToTokenStride = ints[5];
   p.k = a.f32(5, &kl);
-  p.extendStartLoc = a.i32(6, &n0);
-  p.extendSeqLens = a.i32(7, &n1);
-  p.extendPrefixLens = a.i32(8, &n2);
-  p.reqPoolIndices = a.i32(9, &n3);
-  p.reqToToken = a.i32(10, &tl);
-  p.reqToTokenLen = tl;
+  p.batch = readPagedBatch(a, 6, ints[4], ints[5], "indexerTopK");
   int32_t* out = a.i32(11, &ol);
   if (p.numHeads < 1 || p.headDim < 1 || p.topK < 1 || p.kRowWidth < p.headDim) throw Failure{"tsglang_native: indexerTopK bad geometry"};
-  if (n0 < p.numReqs || n1 < p.numReqs || n2 < p.numReqs || n3 < p.numReqs) throw Failure{"tsglang_native: indexerTopK batch arrays shorter than numReqs"};
   if (ol < T * p.topK) throw Failure{"tsglang_native: indexerTopK out too small"};
   p.kLocs = kl >= p.headDim ? (kl - p.headDim) / p.kRowWidth + 1 : 0;
   p.qLen = ql;

@@ -305,12 +305,10 @@ std::string attention(ThreadPool& pool, const float* q, int64_t numTokens, const
   if (a.numKvHeads <= 0 || a.numHeads % a.numKvHeads != 0) return "attention: numHeads not divisible by numKvHeads";
   const int64_t group = a.numHeads / a.numKvHeads;
   std::vector<RowInfo> rows(numTokens, RowInfo{-1, -1});
-  for (int64_t i = 0; i < a.numReqs; i++) {
-    const int64_t start = a.extendStartLoc[i], len = a.extendSeqLens[i], prefix = a.extendPrefixLens[i];
-    if (start < 0 || len < 0 || start + len > numTokens) return "attention: req rows beyond numTokens";
-    const int64_t tableRow = static_cast<int64_t>(a.reqPoolIndices[i]) * a.reqToTokenStride;
-    if (prefix + len > a.reqToTokenStride || tableRow < 0 || tableRow + prefix + len > a.reqToTokenLen)
-      return "attention: sequence beyond reqToToken";
+  for (int64_t i = 0; i < a.batch.numReqs; i++) {
+    int64_t tableRow = 0;
+    if (std::string err = a.batch.checkReq(i, numTokens, "attention", &tableRow); !err.empty()) return err;
+    const int64_t start = a.batch.extendStartLoc[i], len = a.batch.extendSeqLens[i], prefix = a.batch.extendPrefixLens[i];
     for (int64_t j = 0; j < len; j++) rows[start + j] = RowInfo{static_cast<int32_t>(i), static_cast<int32_t>(prefix + j)};
   }
   const int threads = pool.threads();
@@ -333,8 +331,8 @@ std::string attention(ThreadPool& pool, const float* q, int64_t numTokens, const
     int64_t u0;
   };
   std::vector<Item> items;
-  for (int64_t i = 0; i < a.numReqs; i++) {
-    const int64_t start = a.extendStartLoc[i], len = a.extendSeqLens[i];
+  for (int64_t i = 0; i < a.batch.numReqs; i++) {
+    const int64_t start = a.batch.extendStartLoc[i], len = a.batch.extendSeqLens[i];
     for (int64_t j = 0; j < len; j += kRows)
       for (int64_t u = 0; u < numSubs; u += subsPerItem) items.push_back(Item{start + j, static_cast<int>(std::min(kRows, len - j)), u});
   }
@@ -348,7 +346,7 @@ std::string attention(ThreadPool& pool, const float* q, int64_t numTokens, const
     thread_local std::vector<int32_t> locs;
     thread_local std::vector<float> scores;
     thread_local std::vector<int32_t> sel;
-    const int64_t tableRow = static_cast<int64_t>(a.reqPoolIndices[ri.req]) * a.reqToTokenStride;
+    const int64_t tableRow = static_cast<int64_t>(a.batch.reqPoolIndices[ri.req]) * a.batch.reqToTokenStride;
     int64_t numKeys[8];
     const float* qRows[8];
     float* outRows[8];
@@ -367,11 +365,11 @@ std::string attention(ThreadPool& pool, const float* q, int64_t numTokens, const
         if (sp[j] >= 0 && sp[j] <= ri.last) sel.push_back(sp[j]);
       if (!std::is_sorted(sel.begin(), sel.end())) std::sort(sel.begin(), sel.end());
       locs.resize(sel.size());
-      for (size_t j = 0; j < sel.size(); j++) locs[j] = a.reqToToken[tableRow + sel[j]];
+      for (size_t j = 0; j < sel.size(); j++) locs[j] = a.batch.reqToToken[tableRow + sel[j]];
       numKeys[0] = maxKeys = static_cast<int64_t>(sel.size());
     } else {
       locs.resize(maxKeys);
-      for (int64_t s = 0; s < maxKeys; s++) locs[s] = a.reqToToken[tableRow + s];
+      for (int64_t s = 0; s < maxKeys; s++) locs[s] = a.batch.reqToToken[tableRow + s];
     }
     for (int64_t s = 0; s < maxKeys; s++) {
       if (locs[s] < 0 || locs[s] >= a.kLocs || locs[s] >= a.vLocs) {

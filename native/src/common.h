@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 namespace tsg {
 
@@ -28,6 +29,35 @@ struct WeightView {
   const float* scale = nullptr;      // [sRows, sCols]
   const float* scaleEff = nullptr;   // scale * 2^120, or nullptr when that could overflow
   int64_t sRows = 0, sCols = 0, bn = 1, bk = 1;
+};
+
+/**
+ * A forward batch's requests over the paged KV cache (the ForwardBatch fields): request i owns rows
+ * [extendStartLoc[i], +extendSeqLens[i]) of the batch, after extendPrefixLens[i] cached tokens; the KV location of
+ * its sequence position s is reqToToken[reqPoolIndices[i]·reqToTokenStride + s] (reqToToken has reqToTokenLen ints).
+ */
+struct PagedBatch {
+  int64_t numReqs = 0;
+  const int32_t* extendStartLoc = nullptr;
+  const int32_t* extendSeqLens = nullptr;
+  const int32_t* extendPrefixLens = nullptr;
+  const int32_t* reqPoolIndices = nullptr;
+  const int32_t* reqToToken = nullptr;
+  int64_t reqToTokenStride = 0, reqToTokenLen = 0;
+
+  /**
+   * Checks request i against a batch of numTokens rows and the reqToToken table.
+   * @param tableRow set to the offset of the request's reqToToken row
+   * @returns "" when valid, else "<op>: ..." naming the problem
+   */
+  std::string checkReq(int64_t i, int64_t numTokens, const char* op, int64_t* tableRow) const {
+    const int64_t start = extendStartLoc[i], len = extendSeqLens[i], prefix = extendPrefixLens[i];
+    if (start < 0 || len < 0 || prefix < 0 || start + len > numTokens) return std::string(op) + ": req rows beyond numTokens";
+    *tableRow = static_cast<int64_t>(reqPoolIndices[i]) * reqToTokenStride;
+    if (prefix + len > reqToTokenStride || *tableRow < 0 || *tableRow + prefix + len > reqToTokenLen)
+      return std::string(op) + ": sequence beyond reqToToken";
+    return "";
+  }
 };
 
 /** Horizontal sum of 8 lanes in a fixed order: ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)). */

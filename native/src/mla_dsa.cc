@@ -174,19 +174,17 @@ std::string indexerTopK(ThreadPool& pool, const float* q, const float* weights, 
     int64_t t, tableRow, numKeys;
   };
   std::vector<Row> rows;  // rows that need scores (more than topK causal keys)
-  for (int64_t i = 0; i < a.numReqs; i++) {
-    const int64_t start = a.extendStartLoc[i], len = a.extendSeqLens[i], prefix = a.extendPrefixLens[i];
-    if (start < 0 || len < 0 || prefix < 0 || start + len > numTokens) return "indexerTopK: req rows beyond numTokens";
-    const int64_t tableRow = static_cast<int64_t>(a.reqPoolIndices[i]) * a.reqToTokenStride;
-    if (prefix + len > a.reqToTokenStride || tableRow < 0 || tableRow + prefix + len > a.reqToTokenLen)
-      return "indexerTopK: sequence beyond reqToToken";
+  for (int64_t i = 0; i < a.batch.numReqs; i++) {
+    int64_t tableRow = 0;
+    if (std::string err = a.batch.checkReq(i, numTokens, "indexerTopK", &tableRow); !err.empty()) return err;
+    const int64_t start = a.batch.extendStartLoc[i], len = a.batch.extendSeqLens[i], prefix = a.batch.extendPrefixLens[i];
     for (int64_t j = 0; j < len; j++) {
       const int64_t t = start + j, numKeys = prefix + j + 1;
       if (numKeys <= K) {
         for (int64_t s = 0; s < numKeys; s++) out[t * K + s] = static_cast<int32_t>(s);
       } else {
         for (int64_t s = 0; s < numKeys; s++) {
-          const int32_t loc = a.reqToToken[tableRow + s];
+          const int32_t loc = a.batch.reqToToken[tableRow + s];
           if (loc < 0 || loc >= a.kLocs) return "indexerTopK: a KV loc from reqToToken lies outside the index keys";
         }
         rows.push_back(Row{t, tableRow, numKeys});
@@ -219,7 +217,7 @@ std::string indexerTopK(ThreadPool& pool, const float* q, const float* weights, 
     pool.parallelFor(static_cast<int64_t>(tasks.size()), [&](int64_t ti, int) {
       const Row& r = rows[tasks[ti].first];
       const int64_t s0 = tasks[ti].second, s1 = std::min(r.numKeys, s0 + kChunk);
-      indexScores8(q + r.t * a.numHeads * a.headDim, weights + r.t * a.numHeads, a, a.reqToToken + r.tableRow, s0, s1,
+      indexScores8(q + r.t * a.numHeads * a.headDim, weights + r.t * a.numHeads, a, a.batch.reqToToken + r.tableRow, s0, s1,
                    zeroRow.data(), bp + offs[tasks[ti].first - r0] + s0);
     });
     pool.parallelFor(static_cast<int64_t>(r1 - r0), [&](int64_t i, int) {

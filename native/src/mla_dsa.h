@@ -30,13 +30,7 @@ struct IndexerArgs {
   int64_t numHeads, headDim, topK;
   const float* k;  // index keys: key of loc = k[loc·kRowWidth .. +headDim]
   int64_t kRowWidth, kLocs;
-  int64_t numReqs;
-  const int32_t* extendStartLoc;
-  const int32_t* extendSeqLens;
-  const int32_t* extendPrefixLens;
-  const int32_t* reqPoolIndices;
-  const int32_t* reqToToken;
-  int64_t reqToTokenStride, reqToTokenLen;
+  PagedBatch batch;
   int64_t qLen, wLen;  // elements of q / weights (checked only when some row needs scores)
 };
 

@@ -44,13 +44,7 @@ struct AttentionArgs {
   int64_t kRowWidth, kOffset, kLocs;  // kLocs = rows available in k (bounds check)
   const float* v;
   int64_t vRowWidth, vOffset, vLocs;
-  int64_t numReqs;
-  const int32_t* extendStartLoc;
-  const int32_t* extendSeqLens;
-  const int32_t* extendPrefixLens;
-  const int32_t* reqPoolIndices;
-  const int32_t* reqToToken;
-  int64_t reqToTokenStride, reqToTokenLen;
+  PagedBatch batch;
   const int32_t* sparse;  // [numTokens, sparseWidth] or nullptr
   int64_t sparseWidth;
 };
