@@ -82,6 +82,17 @@ inline bool inVecRange(__m256d x) {
   return _mm256_movemask_pd(ok) == 0xf;
 }
 
+/** e[0..4) = Math.exp-identical exp of the four lanes of x: exp4 when all lanes are in its range, else fdlibmExp each. */
+inline void exp4Exact(__m256d x, double* e) {
+  if (inVecRange(x)) {
+    _mm256_store_pd(e, exp4(x));
+  } else {
+    alignas(32) double xs[4];
+    _mm256_store_pd(xs, x);
+    for (int j = 0; j < 4; j++) e[j] = fdlibmExp(xs[j]);
+  }
+}
+
 }  // namespace
 
 double fdlibmExp(double x) {
@@ -140,13 +151,7 @@ double expShiftSum(const float* s, int64_t n, double shift, double* E) {
   alignas(32) double e[4];
   for (; i + 4 <= n; i += 4) {
     const __m256d x = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(s + i)), sh);
-    if (inVecRange(x)) {
-      _mm256_store_pd(e, exp4(x));
-    } else {
-      alignas(32) double xs[4];
-      _mm256_store_pd(xs, x);
-      for (int j = 0; j < 4; j++) e[j] = fdlibmExp(xs[j]);
-    }
+    exp4Exact(x, e);
     for (int j = 0; j < 4; j++) {
       E[i + j] = e[j];
       sum += e[j];
@@ -168,13 +173,7 @@ double expProbs(const float* s, int64_t n, double lse, float* P) {
   for (; i + 4 <= n; i += 4) {
     // f32(s - lse), back to double: Math.fround of the JS subtraction.
     const __m256d x = _mm256_cvtps_pd(_mm256_cvtpd_ps(_mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(s + i)), l)));
-    if (inVecRange(x)) {
-      _mm256_store_pd(e, exp4(x));
-    } else {
-      alignas(32) double xs[4];
-      _mm256_store_pd(xs, x);
-      for (int j = 0; j < 4; j++) e[j] = fdlibmExp(xs[j]);
-    }
+    exp4Exact(x, e);
     for (int j = 0; j < 4; j++) {
       const float p = static_cast<float>(e[j]);
       P[i + j] = p;
