@@ -2,6 +2,7 @@
 // parser (unique-prefix abbreviations, `--x=v` and `--x v`, store-true switches) and the validation that
 // stops start-up for flags whose feature tsglang does not build. Environment variables are read only here.
 // Source of names/defaults: python/sglang/srt/server_args.py (v0.5.10), restated in serving-spec.md §1.
+import { randomInt } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import { InvalidRequestError, UnsupportedFeatureError } from '../common/index.js';
 
@@ -256,7 +257,7 @@ function convert(f: FlagSpec, raw: string): unknown {
 /**
  * Parses `tsglang serve` flags like SGLang's argparse parser.
  * @param argv flags after `serve`
- * @returns args (defaults filled, NEXTN rewritten to EAGLE), the set of flags given, and whether --help was asked
+ * @returns args (defaults filled, NEXTN rewritten to EAGLE, a random --random-seed in [0, 2^30] when absent), the set of flags given, and whether --help was asked
  * @throws InvalidRequestError naming the flag (unknown, ambiguous, missing or badly typed value, positional)
  */
 export function parseServerArgs(argv: readonly string[]): ParsedServerArgs {
@@ -283,6 +284,8 @@ export function parseServerArgs(argv: readonly string[]): ParsedServerArgs {
     given.add(f.name);
   }
   if (args.speculativeAlgorithm === 'NEXTN') args.speculativeAlgorithm = 'EAGLE';
+  // SGLang ServerArgs.__post_init__: no --random-seed → random.randint(0, 1 << 30), printed with the other args
+  if (args.randomSeed === null) args.randomSeed = randomInt(0, 2 ** 30 + 1);
   return { args: Object.freeze(args as unknown as ServerArgs), given, help };
 }
 
