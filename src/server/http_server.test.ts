@@ -55,18 +55,25 @@ class FakeEngine implements EngineApi {
         if (finish && !step.matchedStop) delta += detok.flush();
         text += delta;
         if (req.stream) {
-          yield this.out(req, index, delta, [id], finish, prompt.length, ids.length);
+          yield this.out(req, index, delta, [id], finish, prompt.length, ids.length, i === 0 ? prompt : null);
         }
       }
-      if (!req.stream) yield this.out(req, index, text, ids, finish, prompt.length, ids.length);
+      if (!req.stream) yield this.out(req, index, text, ids, finish, prompt.length, ids.length, prompt);
       else if (finish?.type === 'abort') yield this.out(req, index, '', [], finish, prompt.length, ids.length);
     }
   }
-  private out(req: GenerateRequest, index: number, text: string, outputIds: number[], finish: GenerateOutput['finishReason'], promptTokens: number, completionTokens: number): GenerateOutput {
+  /** @param prompt the prompt ids on a request's first output (input logprobs from logprobStartLen, -1.5 each), else null */
+  private out(req: GenerateRequest, index: number, text: string, outputIds: number[], finish: GenerateOutput['finishReason'], promptTokens: number, completionTokens: number, prompt: number[] | null = null): GenerateOutput {
+    const start = req.logprobStartLen ?? -1;
+    const input = prompt && start >= 0 ? prompt.slice(start) : null;
     return {
       rid: req.rid, index, text, outputIds, finished: finish !== null, finishReason: finish, promptTokens, completionTokens,
       cachedTokens: 0, numRetractions: 0, ...(finish ? { e2eLatencyS: 0.01 } : {}),
-      ...(req.returnLogprob ? { logprobs: { outputTokenLogprobs: outputIds.map((id) => [-0.5, id] as const), outputTopLogprobs: outputIds.map((id) => Array.from({ length: req.topLogprobsNum ?? 0 }, () => [-0.5, id] as const)) } } : {}),
+      ...(req.returnLogprob ? { logprobs: {
+        outputTokenLogprobs: outputIds.map((id) => [-0.5, id] as const),
+        outputTopLogprobs: outputIds.map((id) => Array.from({ length: req.topLogprobsNum ?? 0 }, () => [-0.5, id] as const)),
+        ...(input ? { inputTokenLogprobs: input.map((id, i) => [start + i === 0 ? null : -1.5, id] as const), inputTopLogprobs: input.map((id, i) => (start + i === 0 ? null : [[-1.5, id] as const])) } : {}),
+      } } : {}),
     };
   }
   abort(rid: string): void { this.aborted.push(rid); }
@@ -178,6 +185,27 @@ test('/v1/completions, /v1/models, /v1/models/{id}, /get_model_info, /get_server
   const sinfo = await json(fetch(`${base}/get_server_info`, { headers: auth }));
   assert.equal(sinfo.max_total_num_tokens, 4096);
   assert.equal(sinfo.internal_states[0].last_gen_throughput, 12.5);
+});
+
+test('/v1/completions echo + logprobs: the prompt tokens come first (first logprob null), as SGLang; logprobs 0 → output only', async () => {
+  const prompt = 'Say this is a test';
+  const promptIds = tok.encode(prompt, { addSpecialTokens: true });
+  const c = await json(post('/v1/completions', { model: 'm', prompt, max_tokens: 2, echo: true, logprobs: 1 }));
+  assert.equal(engine.lastRequest?.logprobStartLen, 0);
+  const lp = c.choices[0].logprobs;
+  assert.equal(lp.tokens.length, promptIds.length + 2);
+  assert.equal(lp.token_logprobs[0], null);
+  assert.equal(lp.top_logprobs[0], null);
+  assert.deepEqual(lp.token_logprobs.slice(1), [...promptIds.slice(1).map(() => -1.5), -0.5, -0.5]);
+  assert.equal(lp.tokens.slice(0, promptIds.length).join(''), tok.decode(promptIds, { skipSpecialTokens: false }));
+  assert.deepEqual(lp.text_offset, lp.tokens.map(() => -1));
+  const s = await (await post('/v1/completions', { model: 'm', prompt, max_tokens: 2, echo: true, logprobs: 1, stream: true })).text();
+  const chunks = s.split('\n\n').filter((l) => l.startsWith('data: {')).map((l) => JSON.parse(l.slice(6)));
+  assert.equal(chunks[0].choices[0].logprobs.tokens.length, promptIds.length + 1);
+  assert.equal(chunks[1].choices[0].logprobs.tokens.length, 1);
+  const z = await json(post('/v1/completions', { model: 'm', prompt, max_tokens: 2, echo: true, logprobs: 0 }));
+  assert.equal(engine.lastRequest?.logprobStartLen, undefined);
+  assert.equal(z.choices[0].logprobs.tokens.length, 2);
 });
 
 test('/generate: text and input_ids, cumulative streaming, logprobs in meta_info', async () => {

@@ -11,18 +11,28 @@ import { emptyChoice, accumulate, matchedStop, mergeAsync, newRid, nowSeconds, o
 
 type CompletionLogprobs = NonNullable<CompletionResponse['choices'][0]['logprobs']>;
 
+/** Prompt-token logprobs of an echoed prompt: [logprob (null for the first token), id] and the alternatives per position. */
+interface EchoLogprobs {
+  readonly tokenLps: readonly (readonly [number | null, number])[];
+  readonly topLps: readonly ((readonly (readonly [number, number])[]) | null)[] | null;
+}
+
 /**
- * Legacy completion logprobs from engine pairs.
+ * Legacy completion logprobs from engine pairs (SGLang to_openai_style_logprobs): the echoed prompt's tokens first
+ * (when given), then the output tokens; text_offset is -1 throughout, as in SGLang.
  * @param tokenLps [numTokens] sampled token [logprob, id]
  * @param topLps [numTokens][k] alternatives
+ * @param echo prompt positions (with `echo` and `logprobs` > 0, SGLang requests them from position 0)
  */
-export function completionLogprobs(tok: Tokenizer | null, tokenLps: readonly (readonly [number, number])[], topLps: readonly (readonly (readonly [number, number])[])[]): CompletionLogprobs {
+export function completionLogprobs(tok: Tokenizer | null, tokenLps: readonly (readonly [number, number])[], topLps: readonly (readonly (readonly [number, number])[])[], echo: EchoLogprobs | null = null): CompletionLogprobs {
   const text = (id: number) => (tok ? Buffer.from(tok.tokenBytes(id)).toString('utf8') : String(id));
+  const top = (alts: readonly (readonly [number, number])[] | null | undefined) => (alts ? Object.fromEntries(alts.map(([lp, id]) => [text(id), lp])) : null);
+  const inLps = echo?.tokenLps ?? [];
   return {
-    tokens: tokenLps.map(([, id]) => text(id)),
-    token_logprobs: tokenLps.map(([lp]) => lp),
-    top_logprobs: tokenLps.map((_, i) => (topLps[i] ? Object.fromEntries(topLps[i].map(([lp, id]) => [text(id), lp])) : null)),
-    text_offset: tokenLps.map(() => -1),
+    tokens: [...inLps.map(([, id]) => text(id)), ...tokenLps.map(([, id]) => text(id))],
+    token_logprobs: [...inLps.map(([lp]) => lp), ...tokenLps.map(([lp]) => lp)],
+    top_logprobs: [...inLps.map((_, i) => top(echo?.topLps?.[i])), ...tokenLps.map((_, i) => top(topLps[i]))],
+    text_offset: [...inLps.map(() => -1), ...tokenLps.map(() => -1)],
   };
 }
 
@@ -53,11 +63,13 @@ export async function handleCompletion(deps: ServerDeps, ex: Exchange, body: unk
     const modelDefaults = deps.config.samplingDefaults === 'model' ? deps.engine.info.defaultSamplingParams : null;
     const samplingParams = openaiSamplingParams(req, req.max_tokens ?? null, modelDefaults);
     const wantLogprobs = req.logprobs !== null && req.logprobs !== undefined;
+    // SGLang serving_completions: echo with logprobs > 0 asks for the prompt's logprobs too (logprob_start_len 0)
+    const echoLogprobs = req.echo === true && (req.logprobs ?? 0) > 0;
     if (deps.config.logRequests) deps.logger.info(`Receive: obj=Completion(rid=${rid}, model=${model}, prompts=${prompts.length}, stream=${req.stream === true})`);
     deps.metrics?.onRequestStart();
     const sources = prompts.map((pr, i) => {
       const sub = prompts.length === 1 ? rid : `${rid}_${i}`;
-      const gen = deps.engine.generate({ rid: sub, ...pr, samplingParams, stream: req.stream === true, returnLogprob: wantLogprobs, topLogprobsNum: wantLogprobs ? (req.logprobs ?? 0) : 0 }, ex.signal);
+      const gen = deps.engine.generate({ rid: sub, ...pr, samplingParams, stream: req.stream === true, returnLogprob: wantLogprobs, topLogprobsNum: wantLogprobs ? (req.logprobs ?? 0) : 0, ...(echoLogprobs ? { logprobStartLen: 0 } : {}) }, ex.signal);
       return (async function* () { for await (const o of gen) yield { ...o, index: i * n + o.index }; })();
     });
     iter = (sources.length === 1 ? sources[0] : mergeAsync(sources))[Symbol.asyncIterator]();
@@ -110,7 +122,9 @@ export async function handleCompletion(deps: ServerDeps, ex: Exchange, body: unk
       choices: choices.map((c) => ({
         index: c.index,
         text: echoText(c.index) + c.text,
-        logprobs: req.logprobs !== null && req.logprobs !== undefined ? completionLogprobs(deps.tokenizer, c.outputTokenLogprobs, c.outputTopLogprobs) : null,
+        logprobs: req.logprobs !== null && req.logprobs !== undefined
+          ? completionLogprobs(deps.tokenizer, c.outputTokenLogprobs, c.outputTopLogprobs, req.echo && c.inputTokenLogprobs ? { tokenLps: c.inputTokenLogprobs, topLps: c.inputTopLogprobs } : null)
+          : null,
         finish_reason: openaiFinishReason(c.finishReason),
         matched_stop: matchedStop(c.finishReason),
       })),
@@ -128,7 +142,8 @@ export async function handleCompletion(deps: ServerDeps, ex: Exchange, body: unk
       if (!c) { c = emptyChoice(o.index); state.set(o.index, c); }
       accumulate(c, o);
       const text = (isFirst ? echoText(o.index) : '') + o.text;
-      const lp = o.logprobs && req.logprobs !== null && req.logprobs !== undefined ? completionLogprobs(deps.tokenizer, o.logprobs.outputTokenLogprobs, o.logprobs.outputTopLogprobs) : null;
+      const inLps = isFirst && req.echo && o.logprobs?.inputTokenLogprobs ? { tokenLps: o.logprobs.inputTokenLogprobs, topLps: o.logprobs.inputTopLogprobs ?? null } : null;
+      const lp = o.logprobs && req.logprobs !== null && req.logprobs !== undefined ? completionLogprobs(deps.tokenizer, o.logprobs.outputTokenLogprobs, o.logprobs.outputTopLogprobs, inLps) : null;
       if (text || lp) ex.writeSse(event({ index: o.index, text, logprobs: lp, finish_reason: null, matched_stop: null }));
       if (o.finished) {
         const f = o.finishReason;
