@@ -556,8 +556,10 @@ EXPORT_FN(allocWeightMemory) {
   if (bytes <= 0) throw Failure{"tsglang_native: allocWeightMemory needs a positive byte count"};
   constexpr size_t kHuge = size_t(2) << 20;
   const size_t len = (static_cast<size_t>(bytes) + kHuge - 1) / kHuge * kHuge;
-  // over-map by one huge page so the start can be aligned, then give the unaligned ends back
-  void* raw = mmap(nullptr, len + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  // over-map by one huge page so the start can be aligned, then give the unaligned ends back. No MAP_NORESERVE:
+  // under strict overcommit the mapping fails here (→ null → the caller falls back to a plain array) instead of
+  // faulting later when the weights are read in.
+  void* raw = mmap(nullptr, len + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   napi_value out;
   if (raw == MAP_FAILED) {
     napi_get_null(env, &out);
