@@ -61,35 +61,24 @@ struct DecF32 {
   __m256 tail(Row r, int64_t k, int rem) const { return _mm256_maskload_ps(r + k, tailMask(rem)); }
 };
 
-struct DecBf16 {
+/** 16-bit rows (BF16 or F16) widened to f32 by `Cvt` (8 values per call, exact). */
+template <__m256 (*Cvt)(const uint16_t*)>
+struct Dec16 {
   static constexpr int kBytes = 2;
   const uint16_t* w;
   int64_t ld;
   using Row = const uint16_t*;
   Row row(int64_t n) const { return w + n * ld; }
   const char* base(Row r) const { return reinterpret_cast<const char*>(r); }
-  __m256 load8(Row r, int64_t k) const { return bf16X8(r + k); }
+  __m256 load8(Row r, int64_t k) const { return Cvt(r + k); }
   __m256 tail(Row r, int64_t k, int rem) const {
     alignas(16) uint16_t t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (int i = 0; i < rem; i++) t[i] = r[k + i];
-    return bf16X8(t);
+    return Cvt(t);
   }
 };
-
-struct DecF16 {
-  static constexpr int kBytes = 2;
-  const uint16_t* w;
-  int64_t ld;
-  using Row = const uint16_t*;
-  Row row(int64_t n) const { return w + n * ld; }
-  const char* base(Row r) const { return reinterpret_cast<const char*>(r); }
-  __m256 load8(Row r, int64_t k) const { return f16X8(r + k); }
-  __m256 tail(Row r, int64_t k, int rem) const {
-    alignas(16) uint16_t t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int i = 0; i < rem; i++) t[i] = r[k + i];
-    return f16X8(t);
-  }
-};
+using DecBf16 = Dec16<bf16X8>;
+using DecF16 = Dec16<f16X8>;
 
 /** Block-FP8 decoded in registers: raw(code)·2^-120 × scale·2^120 (bk a power of two, multiple of 8). */
 struct DecFp8 {
@@ -300,14 +289,6 @@ void decodeRow(const WeightView& w, int64_t row, int64_t k0, int64_t len, float*
       return;
     }
   }
-}
-
-int64_t gemmRowsPerTask(int64_t K) {
-  return blockedRowsPerTask(K);
-}
-
-int64_t gemmScratchFloats(int64_t K) {
-  return blockedScratchFloats(K);
 }
 
 void matmulRange(const float* x, int64_t M, int64_t ldx, const WeightView& w, int64_t n0, int64_t n1, float* y,

@@ -38,7 +38,7 @@ void matmulRange(const float* x, int64_t M, int64_t ldx, const WeightView& w, in
 /** Scratch floats matmulRange needs for inner dimension K. */
 int64_t gemmScratchFloats(int64_t K);
 
-/** Rows of W per task that matmul hands to one thread (multiple of 4). */
+/** Rows of W per task that matmul hands to one thread for M > 2 (a multiple of 12, 12..192; gemm_blocked.cc). */
 int64_t gemmRowsPerTask(int64_t K);
 
 /** True if the addon was built against OpenBLAS. */

@@ -9,6 +9,7 @@
 // path in gemm.cc whatever M, the blocking or the thread (batch invariance); FMAs on the zero padding add +0·+0
 // exactly as the direct path's masked tail does.
 #include "gemm_blocked.h"
+#include "gemm.h"
 
 #include <algorithm>
 #include <array>
@@ -176,11 +177,12 @@ int64_t scratchFloats(int64_t K) {
 
 }  // namespace
 
-int64_t blockedRowsPerTask(int64_t K) {
+// gemm.h: the blocked path's chunk size and scratch are what every matmulRange caller must provide
+int64_t gemmRowsPerTask(int64_t K) {
   return chunkRows(K);
 }
 
-int64_t blockedScratchFloats(int64_t K) {
+int64_t gemmScratchFloats(int64_t K) {
   return scratchFloats(K);
 }
 

@@ -12,7 +12,7 @@ namespace tsg {
 
 /**
  * y[M, N] = x[M, K] · W[N, K]ᵀ on the pool, bit-identical to the direct path row by row. x is packed once per call
- * (a per-calling-thread buffer of about M·K floats), weight chunks of blockedRowsPerTask(K) rows are the tasks.
+ * (a per-calling-thread buffer of about M·K floats), weight chunks of gemmRowsPerTask(K) rows are the tasks.
  * @param x [M, ldx] f32 (first K of each row used)
  * @param y [M, ldy] f32 (first N of each row written)
  */
@@ -23,15 +23,9 @@ void blockedMatmul(ThreadPool& pool, const float* x, int64_t M, int64_t ldx, con
  * y[m, n - n0] = x[m]·W[n] for m in [0, M), n in [n0, n1), single-threaded, bit-identical to the direct path
  * (x packed tile by tile here).
  * @param x [M, ldx] f32; y [M, ldy] f32
- * @param scratch f32 buffer of at least blockedScratchFloats(K) elements
+ * @param scratch f32 buffer of at least gemmScratchFloats(K) elements (gemm.h)
  */
 void blockedMatmulRange(const float* x, int64_t M, int64_t ldx, const WeightView& w, int64_t n0, int64_t n1, float* y,
                         int64_t ldy, float* scratch);
-
-/** Scratch floats blockedMatmulRange needs for inner dimension K. */
-int64_t blockedScratchFloats(int64_t K);
-
-/** Weight rows per parallel task of the blocked path for inner dimension K (a multiple of 12, 12..192). */
-int64_t blockedRowsPerTask(int64_t K);
 
 }  // namespace tsg
