@@ -4,7 +4,7 @@
 // the model.
 import { InternalError } from '../../common/index.js';
 import { weightToF32 } from '../../kernels/index.js';
-import type { Ops, RopeParams, SparseKeys, Weight } from '../../kernels/index.js';
+import type { BlockScale, Ops, RopeParams, SparseKeys, StoredTensor, Weight } from '../../kernels/index.js';
 import type { ForwardBatch } from '../forward_batch.js';
 import type { DsaIndexer } from './dsa_indexer.js';
 //
@@ -136,6 +136,11 @@ export function prepareMlaAbsorbWeights(ops: Ops, kvB: Weight | Float32Array, d:
     return out;
   };
   const bytes = (a: Float32Array | Uint16Array | Uint8Array): Uint8Array => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+  /** The two backend weights from their permuted element arrays (and, for FP8, their per-row block scales). */
+  const pair = (dtype: StoredTensor['dtype'], uk: Float32Array | Uint16Array | Uint8Array, uv: Float32Array | Uint16Array | Uint8Array, ukScale?: BlockScale, uvScale?: BlockScale): MlaAbsorbWeights => ({
+    wUkT: ops.prepareWeight({ name: 'kv_b_proj.w_uk_t', dtype, shape: [H * r, dn], bytes: bytes(uk), ...(ukScale ? { scale: ukScale } : {}) }),
+    wUv: ops.prepareWeight({ name: 'kv_b_proj.w_uv', dtype, shape: [H * dv, r], bytes: bytes(uv), ...(uvScale ? { scale: uvScale } : {}) }),
+  });
   const bkT = w.format === 'fp8_block' ? transposedBlockCols(d, w.scale.blockSize[0]) : null;
   if (w.format === 'fp8_block' && bkT !== null) {
     const [bn, bk] = w.scale.blockSize;
@@ -148,26 +153,16 @@ export function prepareMlaAbsorbWeights(ops: Ops, kvB: Weight | Float32Array, d:
     const uvScale = new Float32Array(H * dv * uvCols);
     for (let n = 0; n < H * dv; n++) for (let j = 0; j < uvCols; j++) uvScale[n * uvCols + j] = scaleAt((n / dv | 0) * (dn + dv) + dn + (n % dv), j * bk);
     const u8 = (len: number): Uint8Array => new Uint8Array(len);
-    return {
-      wUkT: ops.prepareWeight({ name: 'kv_b_proj.w_uk_t', dtype: 'f8_e4m3', shape: [H * r, dn], bytes: permute(w.data, u8, H * r, dn, ukSrc),
-        scale: { data: ukScale, shape: [H * r, ukCols], blockSize: [1, bkT] } }),
-      wUv: ops.prepareWeight({ name: 'kv_b_proj.w_uv', dtype: 'f8_e4m3', shape: [H * dv, r], bytes: permute(w.data, u8, H * dv, r, uvSrc),
-        scale: { data: uvScale, shape: [H * dv, uvCols], blockSize: [1, bk] } }),
-    };
+    return pair('f8_e4m3', permute(w.data, u8, H * r, dn, ukSrc), permute(w.data, u8, H * dv, r, uvSrc),
+      { data: ukScale, shape: [H * r, ukCols], blockSize: [1, bkT] }, { data: uvScale, shape: [H * dv, uvCols], blockSize: [1, bk] });
   }
   if (w.format === 'bf16' || w.format === 'f16') {
     const u16 = (len: number): Uint16Array => new Uint16Array(len);
-    return {
-      wUkT: ops.prepareWeight({ name: 'kv_b_proj.w_uk_t', dtype: w.format, shape: [H * r, dn], bytes: bytes(permute(w.data, u16, H * r, dn, ukSrc)) }),
-      wUv: ops.prepareWeight({ name: 'kv_b_proj.w_uv', dtype: w.format, shape: [H * dv, r], bytes: bytes(permute(w.data, u16, H * dv, r, uvSrc)) }),
-    };
+    return pair(w.format, permute(w.data, u16, H * r, dn, ukSrc), permute(w.data, u16, H * dv, r, uvSrc));
   }
   const f = w.format === 'f32' ? w.data : weightToF32(w);
   const f32 = (len: number): Float32Array => new Float32Array(len);
-  return {
-    wUkT: ops.prepareWeight({ name: 'kv_b_proj.w_uk_t', dtype: 'f32', shape: [H * r, dn], bytes: bytes(permute(f, f32, H * r, dn, ukSrc)) }),
-    wUv: ops.prepareWeight({ name: 'kv_b_proj.w_uv', dtype: 'f32', shape: [H * dv, r], bytes: bytes(permute(f, f32, H * dv, r, uvSrc)) }),
-  };
+  return pair('f32', permute(f, f32, H * r, dn, ukSrc), permute(f, f32, H * dv, r, uvSrc));
 }
 
 /**
