@@ -26,6 +26,7 @@ struct GroupedLayout {
  */
 void groupedMatmul(ThreadPool& pool, const float* x, int64_t M, int64_t groups, const WeightView& w, const GroupedLayout& l, float* y);
 
+/** Geometry and inputs of indexerTopK: index keys [kLocs rows of kRowWidth floats] and the paged batch. */
 struct IndexerArgs {
   int64_t numHeads, headDim, topK;
   const float* k;  // index keys: key of loc = k[loc·kRowWidth .. +headDim]

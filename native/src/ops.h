@@ -37,6 +37,10 @@ void topk(ThreadPool& pool, const float* x, int64_t rows, int64_t width, int64_t
 /** Rows of a weight table (any stored format) → f32. @return false if an id is outside [0, V) */
 bool embedding(ThreadPool& pool, const int32_t* ids, int64_t n, const WeightView& table, float* y);
 
+/**
+ * Geometry and inputs of attention: K/V rows of kRowWidth / vRowWidth floats in the KV pool (heads start at
+ * kOffset / vOffset), the paged batch, and optional DSA top-k key positions [numTokens, sparseWidth] (−1 pads).
+ */
 struct AttentionArgs {
   int64_t numHeads, numKvHeads, headDim, vHeadDim;
   float scale;
@@ -56,6 +60,7 @@ struct AttentionArgs {
  */
 std::string attention(ThreadPool& pool, const float* q, int64_t numTokens, const AttentionArgs& a, float* out);
 
+/** One routed expert's SwiGLU weights: gate, up [I, D], down [D, I]; gate == nullptr marks an absent expert. */
 struct ExpertView {
   const WeightView* gate;
   const WeightView* up;

@@ -68,9 +68,8 @@ export class NativeOps implements Ops {
    */
   allocateWeightBytes(byteLength: number): Uint8Array {
     if (byteLength >= WEIGHT_ARENA_BYTES / 4) return this.hugeBytes(byteLength);
-    const a = this.arena;
-    if (a === null || a.used + byteLength > a.bytes.length) this.arena = { bytes: this.hugeBytes(WEIGHT_ARENA_BYTES), used: 0 };
-    const arena = this.arena!;
+    if (this.arena === null || this.arena.used + byteLength > this.arena.bytes.length) this.arena = { bytes: this.hugeBytes(WEIGHT_ARENA_BYTES), used: 0 };
+    const arena = this.arena;
     const off = arena.used;
     arena.used = Math.ceil((off + byteLength) / 64) * 64;
     return arena.bytes.subarray(off, off + byteLength);
