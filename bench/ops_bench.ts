@@ -20,10 +20,12 @@ if (!status.addon) {
   process.exit(1);
 }
 const addon = status.addon;
+/** Weight bytes are placed as the model loader places them (Ops.allocateWeightBytes: arenas on huge pages). */
+const weightOps = new NativeOps(addon, { threads: 1 });
 
 /** Random FP8 codes with normal exponents (1..14), like real weights. */
 function fp8Weight(n: number, k: number): Weight {
-  const data = new Uint8Array(n * k);
+  const data = weightOps.allocateWeightBytes(n * k);
   randomFillSync(data);
   for (let i = 0; i < data.length; i++) data[i] = (data[i] & 0x80) | (0x08 + ((data[i] & 0x7f) % 0x70));
   const sRows = Math.ceil(n / 128);
@@ -33,7 +35,8 @@ function fp8Weight(n: number, k: number): Weight {
 }
 
 function bf16Weight(n: number, k: number): Weight {
-  const data = new Uint16Array(n * k);
+  const bytes = weightOps.allocateWeightBytes(2 * n * k);
+  const data = new Uint16Array(bytes.buffer, bytes.byteOffset, n * k);
   for (let i = 0; i < data.length; i++) data[i] = 0x3c00 + ((i * 2654435761) >>> 22) - 512;
   return { format: 'bf16', shape: [n, k], data };
 }

@@ -106,8 +106,11 @@ test('matmul: every stored format, odd sizes, partial FP8 blocks, M 1..64 vs the
         const want = ref.matmul(x, m, wr);
         const bound = ref.matmul(absArr(x), m, wAbs);
         closeTo(got, want, bound, 2e-6, `${fmt} [${n},${k}] block ${block} M=${m}`);
-        // the native kernel sees exactly the dequantized values: an f32 copy of them gives identical bits
-        assert.deepEqual(nat!.matmul(x, m, { format: 'f32', shape: [n, k], data: wr.data as Float32Array }), got, `${fmt} M=${m}: stored == dequantized f32`);
+        // the native kernel sees exactly the dequantized values (an f32 copy of them gives identical bits), except
+        // block-FP8 with power-of-two blocks, which sums each scale block first (native/src/common.h)
+        if (!(fmt === 'f8_e4m3' && (block[1] & (block[1] - 1)) === 0)) {
+          assert.deepEqual(nat!.matmul(x, m, { format: 'f32', shape: [n, k], data: wr.data as Float32Array }), got, `${fmt} M=${m}: stored == dequantized f32`);
+        }
       }
     }
   }
@@ -308,13 +311,15 @@ test('groupedMatmul: every stored format, strided layouts, M 1..64 vs the refere
         closeTo(got, want, 1e-3, 2e-6, `${fmt} groups ${groups} [${n},${k}] M=${m}`, 1e-5);
         assert.deepEqual(got, all.subarray(0, m * layout.outRowStride), `${fmt} M=${m}: rows == in the batch of 64`);
       }
-      // group g of row m == matmul of that row against the group's weight rows (same bits)
-      const deq = wr.data as Float32Array;
+      // group g of row m == matmul of that row against the same stored weight, the group's rows (same bits)
       for (const g of [0, groups - 1]) {
         const xg = new Float32Array(5 * k);
         for (let m = 0; m < 5; m++) xg.set(x.subarray(m * layout.xRowStride + g * layout.xGroupStride, m * layout.xRowStride + g * layout.xGroupStride + k), m * k);
-        const yg = nat!.matmul(xg, 5, { format: 'f32', shape: [n, k], data: deq.slice(g * n * k, (g + 1) * n * k) });
-        for (let m = 0; m < 5; m++) assert.deepEqual(all.slice(m * layout.outRowStride + g * layout.outGroupStride, m * layout.outRowStride + g * layout.outGroupStride + n), yg.slice(m * n, (m + 1) * n), `${fmt} group ${g} row ${m}`);
+        const yg = nat!.matmul(xg, 5, wn);
+        for (let m = 0; m < 5; m++) {
+          const row = yg.slice(m * groups * n + g * n, m * groups * n + (g + 1) * n);
+          assert.deepEqual(all.slice(m * layout.outRowStride + g * layout.outGroupStride, m * layout.outRowStride + g * layout.outGroupStride + n), row, `${fmt} group ${g} row ${m}`);
+        }
       }
     }
   }

@@ -1,7 +1,6 @@
 // N-API bindings of the native backend (plain C N-API, no node-addon-api). Argument shapes are checked on the TS
 // side (src/kernels/native/native_ops.ts); here we check only what would otherwise read or write out of bounds.
 #include <node_api.h>
-#include <sys/mman.h>
 
 #include <cmath>
 #include <string>
@@ -194,8 +193,8 @@ EXPORT_FN(makeWeight) {
     bool ok = true;
     h->scaleEff.resize(h->view.sRows * h->view.sCols);
     for (size_t i = 0; i < h->scaleEff.size(); i++) {
-      const float v = s[i] * 1.329227995784916e36f;  // 2^120
-      if (!std::isfinite(v) || std::fabs(s[i]) >= 128.0f) ok = false;
+      const float v = s[i] * tsg::kFp8ScaleEff;
+      if (!std::isfinite(v) || !(std::fabs(s[i]) < tsg::kFp8Up)) ok = false;
       h->scaleEff[i] = v;
     }
     h->view.scaleEff = ok ? h->scaleEff.data() : nullptr;
@@ -554,26 +553,13 @@ EXPORT_FN(allocWeightMemory) {
   Args a(env, info, 1);
   const int64_t bytes = a.i64(0);
   if (bytes <= 0) throw Failure{"tsglang_native: allocWeightMemory needs a positive byte count"};
-  constexpr size_t kHuge = size_t(2) << 20;
-  const size_t len = (static_cast<size_t>(bytes) + kHuge - 1) / kHuge * kHuge;
-  // over-map by one huge page so the start can be aligned, then give the unaligned ends back. No MAP_NORESERVE:
-  // under strict overcommit the mapping fails here (→ null → the caller falls back to a plain array) instead of
-  // faulting later when the weights are read in.
-  void* raw = mmap(nullptr, len + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  size_t len = 0;
+  void* p = tsg::mapHugePages(static_cast<size_t>(bytes), &len);
   napi_value out;
-  if (raw == MAP_FAILED) {
+  if (p == nullptr) {
     napi_get_null(env, &out);
     return out;
   }
-  const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
-  const uintptr_t aligned = (start + kHuge - 1) & ~(kHuge - 1);
-  if (aligned > start) munmap(raw, aligned - start);
-  const uintptr_t end = start + len + kHuge;
-  if (end > aligned + len) munmap(reinterpret_cast<void*>(aligned + len), end - (aligned + len));
-  void* p = reinterpret_cast<void*>(aligned);
-#ifdef MADV_HUGEPAGE
-  madvise(p, len, MADV_HUGEPAGE);  // advisory: without THP the memory still works on 4 KiB pages
-#endif
   struct Mapping {
     void* p;
     size_t len;
@@ -583,12 +569,12 @@ EXPORT_FN(allocWeightMemory) {
       env, p, static_cast<size_t>(bytes),
       [](napi_env, void*, void* hint) {
         auto* mm = static_cast<Mapping*>(hint);
-        munmap(mm->p, mm->len);
+        tsg::unmapHugePages(mm->p, mm->len);
         delete mm;
       },
       m, &out);
   if (st != napi_ok) {
-    munmap(p, len);
+    tsg::unmapHugePages(p, len);
     delete m;
     napi_get_null(env, &out);
   }

@@ -3,7 +3,8 @@
 //   weight, 2 per BF16), tiles of MR ≤ 2 activation rows × 4 weight rows;
 // - buffered (gemm_blocked.cc): a chunk of weight rows is decoded once to f32 scratch (the same values), then a
 //   register tile runs over all M rows (prefill).
-// Both compute each y[m, n] as hsum8 of eight FMA lanes over ascending k, so results are bit-identical.
+// Both compute each y[m, n] as hsum8 of eight FMA lanes over ascending k (block-FP8: per scale block, then folded
+// in with the block's scale, see common.h), so results are bit-identical.
 #include "gemm.h"
 #include "gemm_blocked.h"
 
@@ -80,7 +81,7 @@ struct Dec16 {
 using DecBf16 = Dec16<bf16X8>;
 using DecF16 = Dec16<f16X8>;
 
-/** Block-FP8 decoded in registers: raw(code)·2^-120 × scale·2^120 (bk a power of two, multiple of 8). */
+/** Block-FP8 rows read in registers as raw codes (fp8RawX8) with their per-block scale·2^56 (bk a power of two ≥ 8). */
 struct DecFp8 {
   static constexpr int kBytes = 1;
   const uint8_t* w;
@@ -94,13 +95,11 @@ struct DecFp8 {
   };
   Row row(int64_t n) const { return {w + n * ld, scaleEff + (n / bn) * sCols}; }
   const char* base(const Row& r) const { return reinterpret_cast<const char*>(r.p); }
-  __m256 load8(const Row& r, int64_t k) const {
-    return _mm256_mul_ps(fp8RawX8(r.p + k), _mm256_broadcast_ss(r.s + (k >> bkShift)));
-  }
-  __m256 tail(const Row& r, int64_t k, int rem) const {
+  /** raw codes k..k+rem (rem < 8), zero past them. */
+  static __m256 rawTail(const Row& r, int64_t k, int rem) {
     alignas(16) uint8_t t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (int i = 0; i < rem; i++) t[i] = r.p[k + i];
-    return _mm256_mul_ps(fp8RawX8(t), _mm256_broadcast_ss(r.s + (k >> bkShift)));
+    return fp8RawX8(t);
   }
 };
 
@@ -153,51 +152,58 @@ inline void tile(const float* x, int64_t ldx, const Dec& dec, int64_t n0, int64_
 }
 
 /**
- * The FP8 register tile: `tile` with each row's block scale hoisted out of the k loop (one broadcast per
- * bk-block instead of per 8 weights). Same values and FMA order as `tile` with DecFp8.
+ * The FP8 register tile, block-scaled (common.h): per bk-wide scale block, blk[i][j] = eight FMA lanes of
+ * (x·2^64)·raw over ascending k (the masked k tail inside the last block), then tot[i][j] = fma(blk, scale·2^56,
+ * tot); y = hsum8(tot). The packed path (gemm_blocked.cc) computes the same values in the same order.
  */
 template <int MR, int NR>
 inline void tile(const float* x, int64_t ldx, const DecFp8& dec, int64_t n0, int64_t K, float* y, int64_t ldy,
                  int64_t ahead) {
-  __m256 acc[MR][NR];
+  __m256 tot[MR][NR];
   for (int i = 0; i < MR; i++)
-    for (int j = 0; j < NR; j++) acc[i][j] = _mm256_setzero_ps();
+    for (int j = 0; j < NR; j++) tot[i][j] = _mm256_setzero_ps();
   DecFp8::Row rows[NR];
   for (int j = 0; j < NR; j++) rows[j] = dec.row(n0 + j);
   const char* pf = dec.base(rows[0]) + ahead;
-  const int64_t k8 = K & ~int64_t(7);
+  const __m256 up = _mm256_set1_ps(kFp8Up);
   const int64_t bk = int64_t(1) << dec.bkShift;
-  auto step = [&](int64_t k, const __m256(&sc)[NR]) {
-    __m256 xv[MR];
-    for (int i = 0; i < MR; i++) xv[i] = _mm256_loadu_ps(x + i * ldx + k);
-    for (int j = 0; j < NR; j++) {
-      const __m256 wv = _mm256_mul_ps(fp8RawX8(rows[j].p + k), sc[j]);
-      for (int i = 0; i < MR; i++) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
-    }
-  };
-  for (int64_t kb = 0; kb < k8; kb += bk) {
-    const int64_t ke = std::min(kb + bk, k8);
-    __m256 sc[NR];
-    for (int j = 0; j < NR; j++) sc[j] = _mm256_broadcast_ss(rows[j].s + (kb >> dec.bkShift));
+  for (int64_t kb = 0; kb < K; kb += bk) {
+    const int64_t ke = std::min(kb + bk, K);
+    const int64_t k8e = kb + ((ke - kb) & ~int64_t(7));
+    __m256 blk[MR][NR];
+    for (int i = 0; i < MR; i++)
+      for (int j = 0; j < NR; j++) blk[i][j] = _mm256_setzero_ps();
+    auto step = [&](int64_t k) {
+      __m256 xv[MR];
+      for (int i = 0; i < MR; i++) xv[i] = _mm256_mul_ps(_mm256_loadu_ps(x + i * ldx + k), up);
+      for (int j = 0; j < NR; j++) {
+        const __m256 wv = fp8RawX8(rows[j].p + k);
+        for (int i = 0; i < MR; i++) blk[i][j] = _mm256_fmadd_ps(xv[i], wv, blk[i][j]);
+      }
+    };
     int64_t k = kb;
-    for (; k + 64 <= ke; k += 64) {
+    for (; k + 64 <= k8e; k += 64) {
       for (int j = 0; j < NR; j++) prefetchLine(pf + k * NR + 64 * j);
-      for (int64_t u = 0; u < 64; u += 8) step(k + u, sc);
+      for (int64_t u = 0; u < 64; u += 8) step(k + u);
     }
-    for (; k < ke; k += 8) step(k, sc);
-  }
-  const int rem = static_cast<int>(K - k8);
-  if (rem) {
-    const __m256i mask = tailMask(rem);
-    __m256 xv[MR];
-    for (int i = 0; i < MR; i++) xv[i] = _mm256_maskload_ps(x + i * ldx + k8, mask);
+    for (; k < k8e; k += 8) step(k);
+    if (k8e < ke) {
+      const int rem = static_cast<int>(ke - k8e);
+      const __m256i mask = tailMask(rem);
+      __m256 xv[MR];
+      for (int i = 0; i < MR; i++) xv[i] = _mm256_mul_ps(_mm256_maskload_ps(x + i * ldx + k8e, mask), up);
+      for (int j = 0; j < NR; j++) {
+        const __m256 wv = DecFp8::rawTail(rows[j], k8e, rem);
+        for (int i = 0; i < MR; i++) blk[i][j] = _mm256_fmadd_ps(xv[i], wv, blk[i][j]);
+      }
+    }
     for (int j = 0; j < NR; j++) {
-      const __m256 wv = dec.tail(rows[j], k8, rem);
-      for (int i = 0; i < MR; i++) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
+      const __m256 sc = _mm256_broadcast_ss(rows[j].s + (kb >> dec.bkShift));
+      for (int i = 0; i < MR; i++) tot[i][j] = _mm256_fmadd_ps(blk[i][j], sc, tot[i][j]);
     }
   }
   for (int i = 0; i < MR; i++)
-    for (int j = 0; j < NR; j++) y[i * ldy + j] = hsum8(acc[i][j]);
+    for (int j = 0; j < NR; j++) y[i * ldy + j] = hsum8(tot[i][j]);
 }
 
 template <int MR, class Dec>
@@ -282,8 +288,9 @@ void decodeRow(const WeightView& w, int64_t row, int64_t k0, int64_t len, float*
       if (fp8InRegisters(w) && (k0 & 7) == 0) {
         const float* erow = w.scaleEff + (row / w.bn) * w.sCols;
         const int sh = log2Exact(w.bk);
+        const __m256 up = _mm256_set1_ps(kFp8Up);
         for (; k + 8 <= end; k += 8)
-          _mm256_storeu_ps(out + (k - k0), _mm256_mul_ps(fp8RawX8(p + k), _mm256_broadcast_ss(erow + (k >> sh))));
+          _mm256_storeu_ps(out + (k - k0), _mm256_mul_ps(_mm256_mul_ps(fp8RawX8(p + k), up), _mm256_broadcast_ss(erow + (k >> sh))));
       }
       for (; k < end; k++) out[k - k0] = fp8ToF32(p[k]) * srow[k / w.bk];
       return;

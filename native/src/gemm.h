@@ -18,10 +18,13 @@ struct GemmOptions {
 
 /**
  * y[M, N] = x[M, K] · W[N, K]ᵀ. Every output element is computed with the same arithmetic whatever M, the tile or
- * the thread: w = dequantized f32 weight (fp8·scale rounded once), eight f32 FMA lanes over k (lane = k mod 8,
- * ascending k, K padded with zeros to a multiple of 8), then hsum8. So a row's result does not depend on the other
- * rows (batch invariance). In kBlas mode, M ≥ blasMinM goes through cblas_sgemm instead (not batch invariant
- * across that threshold).
+ * the thread: eight f32 FMA lanes over k (lane = k mod 8, ascending k, K padded with zeros to a multiple of 8),
+ * then hsum8. The lanes multiply x by the f32 weight (bf16/f16 exact; FP8 whose scales do not allow the in-register
+ * form: fp8·scale rounded once), or, for block-FP8 in registers (power-of-two bk, scale·2^56 finite), sum
+ * (x·2^64)·(fp8·2^-120) exactly per bk-wide scale block and fold each block sum in as
+ * fma(blockSum, scale·2^56, total) (common.h; one multiply per weight fewer, no subnormal operand). So a row's
+ * result does not depend on the other rows (batch invariance; for |x| < 2^64). In kBlas mode, M ≥ blasMinM goes
+ * through cblas_sgemm instead (not batch invariant across that threshold).
  * @param x [M, ldx] f32 (first K of each row used)
  * @param y [M, ldy] f32 (first N of each row written)
  */

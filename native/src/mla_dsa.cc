@@ -25,7 +25,8 @@ inline __m256 hsum8Each(const __m256* a) {
 
 /**
  * y[n − n0] = x · W[n] for eight weight rows n0..n0+7 of an f32 or in-register FP8 weight with K a multiple of 8:
- * eight FMA lanes over ascending k per row (x·w, as matmul's tile), then hsum8 — the same bits as matmulRange.
+ * eight FMA lanes over ascending k per row (x·w for f32; block-scaled for FP8, as matmul's tile: common.h), then
+ * hsum8 — the same bits as matmulRange.
  */
 inline void rows8(const float* x, const WeightView& w, int64_t n0, float* y) {
   const int64_t K = w.k;
@@ -41,14 +42,16 @@ inline void rows8(const float* x, const WeightView& w, int64_t n0, float* y) {
     const uint8_t* base = static_cast<const uint8_t*>(w.data) + n0 * K;
     const float* srow[8];
     for (int j = 0; j < 8; j++) srow[j] = w.scaleEff + ((n0 + j) / w.bn) * w.sCols;
+    const __m256 up = _mm256_set1_ps(kFp8Up);
     for (int64_t kb = 0; kb < K; kb += w.bk) {
       const int64_t ke = std::min(K, kb + w.bk);
-      __m256 sc[8];
-      for (int j = 0; j < 8; j++) sc[j] = _mm256_broadcast_ss(srow[j] + kb / w.bk);
+      __m256 blk[8];
+      for (int j = 0; j < 8; j++) blk[j] = _mm256_setzero_ps();
       for (int64_t k = kb; k < ke; k += 8) {
-        const __m256 xv = _mm256_loadu_ps(x + k);
-        for (int j = 0; j < 8; j++) acc[j] = _mm256_fmadd_ps(xv, _mm256_mul_ps(fp8RawX8(base + j * K + k), sc[j]), acc[j]);
+        const __m256 xv = _mm256_mul_ps(_mm256_loadu_ps(x + k), up);
+        for (int j = 0; j < 8; j++) blk[j] = _mm256_fmadd_ps(xv, fp8RawX8(base + j * K + k), blk[j]);
       }
+      for (int j = 0; j < 8; j++) acc[j] = _mm256_fmadd_ps(blk[j], _mm256_broadcast_ss(srow[j] + kb / w.bk), acc[j]);
     }
   }
   _mm256_storeu_ps(y, hsum8Each(acc));

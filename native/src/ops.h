@@ -78,7 +78,20 @@ std::string fusedMoe(ThreadPool& pool, const float* x, int64_t numTokens, int64_
 /** Measured FMA peak of `pool.threads()` threads (GFLOP/s) over about `seconds`. */
 double measureFmaPeak(ThreadPool& pool, double seconds);
 
-/** Measured read bandwidth (GB/s) streaming a `bytes` buffer `reps` times with all threads (best rep). */
+/**
+ * Measured read bandwidth (GB/s) streaming a `bytes` buffer `reps` times with all threads (best rep). The buffer is
+ * placed as weights are (mapHugePages), so mat-vec figures compare against the same kind of memory.
+ */
 double measureReadBandwidth(ThreadPool& pool, int64_t bytes, int reps);
+
+/**
+ * Maps `bytes` zeroed bytes 2 MiB aligned and advised for transparent huge pages before first touch
+ * (MADV_HUGEPAGE; advisory: without THP the memory still works on 4 KiB pages). Returns nullptr when the memory
+ * cannot be mapped (no exception); *mappedLen receives the length to pass to unmapHugePages.
+ */
+void* mapHugePages(size_t bytes, size_t* mappedLen);
+
+/** Releases a mapping of mapHugePages (p, mappedLen as returned). */
+void unmapHugePages(void* p, size_t mappedLen);
 
 }  // namespace tsg
