@@ -14,10 +14,11 @@ export class VocabEmbedding {
 
   /**
    * @param ids [numTokens] i32 in [0, vocabSize)
-   * @returns [numTokens, hiddenSize] f32
+   * @param out [numTokens, hiddenSize] f32 written in full (default: a new array)
+   * @returns [numTokens, hiddenSize] f32 (`out` when given)
    */
-  forward(ids: Int32Array): Float32Array {
-    return this.ops.embedding(ids, this.weight);
+  forward(ids: Int32Array, out?: Float32Array): Float32Array {
+    return this.ops.embedding(ids, this.weight, out);
   }
 }
 

@@ -6,6 +6,7 @@ export * from './attention/dsa_indexer.js';
 export * from './attention/mla.js';
 export * from './linear.js';
 export * from './norm.js';
+export * from './scratch.js';
 export * from './rotary.js';
 export * from './embedding.js';
 export * from './logits_processor.js';

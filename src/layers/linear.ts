@@ -22,9 +22,10 @@ export class Linear {
 
   /**
    * @param x [numRows, inFeatures] f32
-   * @returns [numRows, outFeatures] f32
+   * @param out [numRows, outFeatures] f32 written in full (default: a new array); must not alias x
+   * @returns [numRows, outFeatures] f32 (`out` when given)
    */
-  forward(x: Float32Array, numRows: number): Float32Array {
-    return this.ops.matmul(x, numRows, this.weight);
+  forward(x: Float32Array, numRows: number, out?: Float32Array): Float32Array {
+    return this.ops.matmul(x, numRows, this.weight, out);
   }
 }

@@ -12,9 +12,10 @@ export class RMSNorm {
 
   /**
    * @param x [numRows, width] f32
-   * @returns [numRows, width] f32
+   * @param out [numRows, width] f32 written in full (default: a new array); must not alias x
+   * @returns [numRows, width] f32 (`out` when given)
    */
-  forward(x: Float32Array, numRows: number): Float32Array {
-    return this.ops.rmsNorm(x, numRows, this.width, this.weight, this.eps);
+  forward(x: Float32Array, numRows: number, out?: Float32Array): Float32Array {
+    return this.ops.rmsNorm(x, numRows, this.width, this.weight, this.eps, out);
   }
 }

@@ -12,7 +12,7 @@ import type { ModelConfig } from '../config/index.js';
 import type { ExpertWeights, Ops } from '../kernels/index.js';
 import {
   CpuAttentionBackend, FusedMoE, Linear, LogitsProcessor, ParallelLMHead, RMSNorm, RadixAttention, RotaryEmbedding,
-  VocabEmbedding, selectExperts,
+  ScratchBuffers, VocabEmbedding, selectExperts,
 } from '../layers/index.js';
 import type { AttentionBackend, ForwardBatch, ForwardOutput, ScoringFunc } from '../layers/index.js';
 import type { KVPoolLayout } from '../mem_cache/index.js';
@@ -158,22 +158,23 @@ class MiniMaxM2Attention {
 
   /**
    * @param x [numTokens, hiddenSize] f32 (after input_layernorm)
-   * @returns [numTokens, hiddenSize] f32
+   * @param s the model's scratch buffers (the projections and q/k norms go there)
+   * @returns [numTokens, hiddenSize] f32 (scratch 'attn.o')
    */
-  forward(x: Float32Array, batch: ForwardBatch, backend: AttentionBackend): Float32Array {
+  forward(x: Float32Array, batch: ForwardBatch, backend: AttentionBackend, s: ScratchBuffers): Float32Array {
     const T = batch.numTokens;
     const { numHeads, numKvHeads, headDim } = this.d;
-    let q = this.qProj.forward(x, T); // [T, Hq·hd]
-    let k = this.kProj.forward(x, T); // [T, Hkv·hd]
-    const v = this.vProj.forward(x, T); // [T, Hkv·hd]
+    let q = this.qProj.forward(x, T, s.get('attn.q', T * numHeads * headDim)); // [T, Hq·hd]
+    let k = this.kProj.forward(x, T, s.get('attn.k', T * numKvHeads * headDim)); // [T, Hkv·hd]
+    const v = this.vProj.forward(x, T, s.get('attn.v', T * numKvHeads * headDim)); // [T, Hkv·hd]
     if (this.qNorm && this.kNorm) {
-      q = this.qNorm.forward(q, T); // one RMS over all Hq·hd values of the token
-      k = this.kNorm.forward(k, T);
+      q = this.qNorm.forward(q, T, s.get('attn.qNorm', q.length)); // one RMS over all Hq·hd values of the token
+      k = this.kNorm.forward(k, T, s.get('attn.kNorm', k.length));
     }
     this.rotary.apply(q, T, batch.positions, { numHeads, headDim });
     this.rotary.apply(k, T, batch.positions, { numHeads: numKvHeads, headDim });
     const o = this.attn.forward(q, k, v, batch, backend); // [T, Hq·hd]
-    return this.oProj.forward(o, T);
+    return this.oProj.forward(o, T, s.get('attn.o', T * this.d.hiddenSize));
   }
 }
 
@@ -196,10 +197,11 @@ class MiniMaxM2SparseMoe {
 
   /**
    * @param x [numTokens, hiddenSize] f32 (after post_attention_layernorm)
-   * @returns out [numTokens, hiddenSize] f32 and the routed expert ids [numTokens, topK] i32
+   * @param s the model's scratch buffers (router logits and the output go there)
+   * @returns out [numTokens, hiddenSize] f32 (scratch 'moe.out') and the routed expert ids [numTokens, topK] i32
    */
-  forward(x: Float32Array, numTokens: number): { out: Float32Array; topKIds: Int32Array } {
-    const logits = this.gate.forward(x, numTokens); // [T, E] f32 router logits
+  forward(x: Float32Array, numTokens: number, s: ScratchBuffers): { out: Float32Array; topKIds: Int32Array } {
+    const logits = this.gate.forward(x, numTokens, s.get('moe.routerLogits', numTokens * this.d.numExperts)); // [T, E] f32 router logits
     const { topKIds, topKWeights } = selectExperts(logits, numTokens, this.d.numExperts, {
       topK: this.d.topK,
       scoringFunc: this.d.scoringFunc,
@@ -207,7 +209,7 @@ class MiniMaxM2SparseMoe {
       renormalize: true,
       routedScalingFactor: this.d.routedScalingFactor,
     }, this.ops);
-    return { out: this.experts.forward(x, numTokens, topKIds, topKWeights, this.d.topK), topKIds };
+    return { out: this.experts.forward(x, numTokens, topKIds, topKWeights, this.d.topK, s.get('moe.out', numTokens * this.d.hiddenSize)), topKIds };
   }
 }
 
@@ -237,6 +239,8 @@ export class MiniMaxM2ForCausalLM implements CausalLM {
   private readonly lmHead: ParallelLMHead;
   private readonly logitsProcessor: LogitsProcessor;
   private readonly backend: AttentionBackend;
+  /** Intermediate activations of a forward (one forward at a time; never returned). */
+  private readonly scratch = new ScratchBuffers();
 
   /**
    * @param weights every tensor of miniMaxM2Tensors(config), loaded
@@ -275,12 +279,14 @@ export class MiniMaxM2ForCausalLM implements CausalLM {
     }
     this.backend.initForwardMetadata(batch);
     const routed: Int32Array[] | undefined = batch.captureRoutedExperts ? [] : undefined;
-    const h = this.embedTokens.forward(batch.inputIds); // [T, D] residual stream
+    const s = this.scratch;
+    const D = this.dims.hiddenSize;
+    const h = this.embedTokens.forward(batch.inputIds, s.get('residual', T * D)); // [T, D] residual stream
     for (const layer of this.layers) {
-      const a = layer.inputLayernorm.forward(h, T);
-      this.ops.add(h, layer.selfAttn.forward(a, batch, this.backend), h);
-      const m = layer.postAttentionLayernorm.forward(h, T);
-      const { out, topKIds } = layer.blockSparseMoe.forward(m, T);
+      const a = layer.inputLayernorm.forward(h, T, s.get('attn.in', T * D));
+      this.ops.add(h, layer.selfAttn.forward(a, batch, this.backend, s), h);
+      const m = layer.postAttentionLayernorm.forward(h, T, s.get('moe.in', T * D));
+      const { out, topKIds } = layer.blockSparseMoe.forward(m, T, s);
       this.ops.add(h, out, h);
       routed?.push(topKIds);
     }

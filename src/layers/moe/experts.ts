@@ -18,9 +18,10 @@ export class FusedMoE {
    * @param x [numTokens, hiddenSize] f32
    * @param topkIds [numTokens, topK] i32
    * @param topkWeights [numTokens, topK] f32
-   * @returns [numTokens, hiddenSize] f32 = Σ_j w · Expert(x)
+   * @param out [numTokens, hiddenSize] f32 written in full (default: a new array); must not alias x
+   * @returns [numTokens, hiddenSize] f32 = Σ_j w · Expert(x) (`out` when given)
    */
-  forward(x: Float32Array, numTokens: number, topkIds: Int32Array, topkWeights: Float32Array, topK: number): Float32Array {
-    return this.ops.fusedMoe(x, numTokens, this.hiddenSize, this.experts, topkIds, topkWeights, topK);
+  forward(x: Float32Array, numTokens: number, topkIds: Int32Array, topkWeights: Float32Array, topK: number, out?: Float32Array): Float32Array {
+    return this.ops.fusedMoe(x, numTokens, this.hiddenSize, this.experts, topkIds, topkWeights, topK, out);
   }
 }
