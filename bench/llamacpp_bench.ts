@@ -12,6 +12,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createOps } from '../src/kernels/index.js';
+import type { Ops } from '../src/kernels/index.js';
 import { SimpleBatchContext } from '../src/layers/index.js';
 import { KVPool } from '../src/mem_cache/index.js';
 import { loadModel } from '../src/models/index.js';
@@ -69,10 +70,14 @@ function argmax(x: Float32Array, off: number, n: number): number {
   return b;
 }
 
-/** Our side of one run: prefill the prompt in one batch, then `decodeLen` greedy steps. @returns tok/s of each phase */
-function runOnce(model: CausalLM, prompt: number[]): { prefill: number; decode: number } {
+/**
+ * Our side of one run: prefill the prompt in one batch, then `decodeLen` greedy steps.
+ * @param ops the model's backend (its KV-cache storage, as the engine allocates it)
+ * @returns tok/s of each phase
+ */
+function runOnce(model: CausalLM, ops: Ops, prompt: number[]): { prefill: number; decode: number } {
   const V = model.config.vocabSize;
-  const ctx = new SimpleBatchContext(new KVPool(model.kvPoolLayout(), prompt.length + decodeLen + 2), 1, prompt.length + decodeLen + 1);
+  const ctx = new SimpleBatchContext(new KVPool(model.kvPoolLayout(), prompt.length + decodeLen + 2, undefined, (n) => ops.allocateKvBuffer(n)), 1, prompt.length + decodeLen + 1);
   const req = ctx.addReq();
   let t0 = performance.now();
   const out = model.forward(ctx.makeBatch([{ req, inputIds: prompt }], { logits: 'last' }));
@@ -113,8 +118,8 @@ for (const arch of archs) {
     const prompt = (JSON.parse(readFileSync(tokFile, 'utf8')) as { prompt: number[] }).prompt;
     const ops = createOps({ backend: 'native', threads });
     const { model } = loadModel(dir, { ops });
-    runOnce(model, prompt); // warmup
-    const res = Array.from({ length: runs }, () => runOnce(model, prompt));
+    runOnce(model, ops, prompt); // warmup
+    const res = Array.from({ length: runs }, () => runOnce(model, ops, prompt));
     const ours = { prefill: median(res.map((x) => x.prefill)), decode: median(res.map((x) => x.decode)) };
     const line: Line = { arch, threads, ours, llama: { prefill: llama.prefill_tok_s, decode: llama.decode_tok_s }, oursBpw: stats.bytes / stats.params, llamaBpw: ggufBytes / stats.params };
     lines.push(line);

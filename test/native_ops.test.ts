@@ -10,7 +10,7 @@ import type { AttentionBatch, AttentionParams, ExpertWeights, Ops, StoredTensor,
 import { runOpsConformance } from '../src/kernels/ops.case.js';
 
 /** Every method of the Ops interface; the type checks below fail to compile if Ops gains or loses one. */
-const OPS_METHODS = ['prepareWeight', 'allocateWeightBytes', 'matmul', 'embedding', 'rmsNorm', 'layerNorm', 'rope', 'softmax', 'add', 'sigmoid', 'siluAndMul', 'topk', 'attention', 'fusedMoe', 'groupedMatmul', 'indexerTopK'] as const;
+const OPS_METHODS = ['prepareWeight', 'allocateWeightBytes', 'allocateKvBuffer', 'matmul', 'embedding', 'rmsNorm', 'layerNorm', 'rope', 'softmax', 'add', 'sigmoid', 'siluAndMul', 'topk', 'attention', 'fusedMoe', 'groupedMatmul', 'indexerTopK'] as const;
 type Listed = (typeof OPS_METHODS)[number];
 type OpsMethod = { [K in keyof Ops]: Ops[K] extends (...args: never[]) => unknown ? K : never }[keyof Ops];
 const everyMethodListed: [Exclude<OpsMethod, Listed>] extends [never] ? true : false = true;
@@ -359,6 +359,35 @@ function weightF32(w: Weight): Float32Array {
   const dtype = w.format === 'fp8_block' ? 'f8_e4m3' : w.format;
   return ref.prepareWeight({ name: 'w', dtype, shape: [n, k], bytes: bytes.slice(), scale: w.format === 'fp8_block' ? w.scale : undefined }).data as Float32Array;
 }
+
+test('allocateKvBuffer: exact lengths, zeroed, independent (small, 1 MiB and larger on huge pages), both backends; attention reads it alike', { skip }, () => {
+  const ops = createOps({ backend: 'native', threads: 1 });
+  const sizes = [0, 1, 1000, (1 << 18) - 1, 1 << 18, 3 << 18];
+  for (const backend of [ops, ref]) {
+    const got = sizes.map((n) => backend.allocateKvBuffer(n));
+    got.forEach((b, i) => {
+      assert.equal(b.length, sizes[i]);
+      assert.ok(b.every((v) => v === 0), `${backend.name}: buffer ${i} not zeroed`);
+    });
+    got.forEach((b, i) => b.fill(i + 1));
+    got.forEach((b, i) => assert.ok(b.every((v) => v === i + 1), `${backend.name}: buffer ${i} was overwritten by another`));
+  }
+  // a KV pool on this storage gives the attention the same bits as one on plain arrays
+  const H = 4, Hkv = 2, hd = 16, locs = (1 << 18) / (Hkv * hd) + 1;
+  const plainK = Float32Array.from({ length: locs * Hkv * hd }, (_, i) => Math.sin(i));
+  const plainV = Float32Array.from({ length: locs * Hkv * hd }, (_, i) => Math.cos(i));
+  const hugeK = ops.allocateKvBuffer(plainK.length), hugeV = ops.allocateKvBuffer(plainV.length);
+  hugeK.set(plainK);
+  hugeV.set(plainV);
+  const n = 300;
+  const batch = { numReqs: 1, extendStartLoc: Int32Array.of(0), extendSeqLens: Int32Array.of(1), extendPrefixLens: Int32Array.of(n - 1),
+    reqPoolIndices: Int32Array.of(0), reqToToken: Int32Array.from({ length: n }, (_, i) => 1 + ((i * 7) % (locs - 1))), reqToTokenStride: n };
+  const q = Float32Array.from({ length: H * hd }, (_, i) => Math.sin(3 * i));
+  const geo = { numHeads: H, numKvHeads: Hkv, headDim: hd, vHeadDim: hd, scale: 0.25, kRowWidth: Hkv * hd, kOffset: 0, vRowWidth: Hkv * hd, vOffset: 0 };
+  const a = ops.attention(q, 1, { ...geo, kBuf: plainK, vBuf: plainV }, batch);
+  const b = ops.attention(q, 1, { ...geo, kBuf: hugeK, vBuf: hugeV }, batch);
+  assert.deepEqual([...b], [...a]);
+});
 
 test('allocateWeightBytes: exact lengths, zeroed, 64-byte aligned, non-overlapping; large tensors on their own mapping', { skip }, () => {
   const ops = createOps({ backend: 'native', threads: 1 });

@@ -167,13 +167,15 @@ function fmt(x: number, width: number, digits: number): string {
  * One latency run (SGLang latency_test_run_once): prefill all prompts as one extend batch, then `outputLen - 1`
  * batch decode steps with greedy picks. Prints SGLang's lines through `print`.
  * @param prompts [batchSize][inputLen] token ids
+ * @param kvAlloc KV-cache buffer storage (default plain arrays; `run` passes the backend's `Ops.allocateKvBuffer`, as
+ *   the engine does)
  */
-export function latencyTestRunOnce(model: CausalLM, prompts: number[][], outputLen: number, runName: string, logDecodeStep: number, print: (line: string) => void): BenchOneBatchResult {
+export function latencyTestRunOnce(model: CausalLM, prompts: number[][], outputLen: number, runName: string, logDecodeStep: number, print: (line: string) => void, kvAlloc?: (n: number) => Float32Array): BenchOneBatchResult {
   const batchSize = prompts.length;
   const inputLen = prompts[0].length;
   const vocab = model.config.vocabSize;
   const maxSeqLen = inputLen + outputLen;
-  const ctx = new SimpleBatchContext(new KVPool(model.kvPoolLayout(), batchSize * maxSeqLen + 1), batchSize, maxSeqLen);
+  const ctx = new SimpleBatchContext(new KVPool(model.kvPoolLayout(), batchSize * maxSeqLen + 1, undefined, kvAlloc), batchSize, maxSeqLen);
   const reqs = prompts.map(() => ctx.addReq());
   let tot = 0;
   let t0 = performance.now();
@@ -242,13 +244,14 @@ export async function run(argv: string[]): Promise<number> {
     const maxTokens = Math.max(...args.batchSize) * (Math.max(...args.inputLen) + Math.max(...args.outputLen));
     print(`max_total_num_tokens=${maxTokens}`);
     print('Warmup ...');
-    latencyTestRunOnce(model, syntheticPrompts(args.batchSize[0], args.inputLen[0], vocab, args.seed), Math.min(32, args.outputLen[0]), args.runName, 0, print);
+    const kvAlloc = (n: number): Float32Array => ops.allocateKvBuffer(n);
+    latencyTestRunOnce(model, syntheticPrompts(args.batchSize[0], args.inputLen[0], vocab, args.seed), Math.min(32, args.outputLen[0]), args.runName, 0, print, kvAlloc);
     print('Benchmark ...');
     const results: BenchOneBatchResult[] = [];
     for (const bs of args.batchSize) {
       for (const il of args.inputLen) {
         for (const ol of args.outputLen) {
-          results.push(latencyTestRunOnce(model, syntheticPrompts(bs, il, vocab, args.seed), ol, args.runName, args.logDecodeStep, print));
+          results.push(latencyTestRunOnce(model, syntheticPrompts(bs, il, vocab, args.seed), ol, args.runName, args.logDecodeStep, print, kvAlloc));
         }
       }
     }

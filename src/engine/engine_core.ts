@@ -110,9 +110,13 @@ export class EngineCore {
       ? null
       : deriveContextLength(loadModelConfig(options.modelPath, options.jsonModelOverrideArgs ?? {}).maxPositionEmbeddings, options.contextLength, warnContext);
     let cm: CoreModel;
+    /** KV-cache storage from the model's backend (huge pages on the native one); plain arrays for an injected model. */
+    let kvAlloc: ((n: number) => Float32Array) | undefined;
     if (injected) cm = injected;
     else {
-      const loaded = loadModel(options.modelPath, { ops: createOps({ ...(options.numThreads !== undefined ? { threads: options.numThreads } : {}), ...(options.kernelEnv ? { env: options.kernelEnv } : {}) }), overrides: options.jsonModelOverrideArgs ?? {}, logger });
+      const ops = createOps({ ...(options.numThreads !== undefined ? { threads: options.numThreads } : {}), ...(options.kernelEnv ? { env: options.kernelEnv } : {}) });
+      kvAlloc = (n) => ops.allocateKvBuffer(n);
+      const loaded = loadModel(options.modelPath, { ops, overrides: options.jsonModelOverrideArgs ?? {}, logger });
       const gen = tokenizer?.eosTokenIds ?? [];
       const cfgEos = loaded.config.raw['eos_token_id'];
       const eos = gen.length > 0 ? gen : Array.isArray(cfgEos) ? (cfgEos as number[]) : typeof cfgEos === 'number' ? [cfgEos] : [];
@@ -144,7 +148,7 @@ export class EngineCore {
       maxRunningRequests: options.maxRunningRequests ?? null,
     });
     const capacity = plan.maxTotalNumTokens;
-    const kvPool = new KVPool(layout, capacity + pageSize, Math.min(capacity + pageSize, 64 * pageSize));
+    const kvPool = new KVPool(layout, capacity + pageSize, Math.min(capacity + pageSize, 64 * pageSize), kvAlloc);
     const allocator = new TokenToKVPoolAllocator(capacity, pageSize, kvPool);
     const cache = options.disableRadixCache ? new ChunkCache(allocator) : new RadixCache(allocator);
     const rowLen = Math.min(contextLength, capacity) + pageSize;

@@ -174,6 +174,16 @@ export interface Ops {
   allocateWeightBytes(byteLength: number): Uint8Array;
 
   /**
+   * Zeroed f32 storage for one KV-cache buffer (`KVPool`): attention streams the whole cache every decode step, so a
+   * backend places it where it reads fastest (the native backend: its own 2 MiB-aligned mapping on transparent huge
+   * pages for 1 MiB and more, released when the array is collected; a plain array otherwise and in the f32
+   * reference). Contents and arithmetic are the same either way.
+   * @param floats f32 elements (≥ 0)
+   * @returns a zeroed Float32Array of exactly `floats` elements, not shared with any other allocation
+   */
+  allocateKvBuffer(floats: number): Float32Array;
+
+  /**
    * Linear layer without bias: y = x · Wᵀ.
    * @param x [numRows, K] f32
    * @param w [N, K] weight (PyTorch layout)

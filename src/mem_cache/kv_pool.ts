@@ -34,9 +34,11 @@ export class KVPool {
    * @param layout buffers per layer
    * @param maxLocs maximum number of locs (tokens) the pool may ever hold, including loc 0
    * @param initialLocs locs committed up front (default: min(maxLocs, 1024))
+   * @param alloc zeroed f32 storage of n elements for one buffer (default: a plain Float32Array), e.g.
+   *   `Ops.allocateKvBuffer`, which puts large buffers on huge pages
    * @throws InternalError if sizes are not positive
    */
-  constructor(layout: KVPoolLayout, maxLocs: number, initialLocs = Math.min(maxLocs, 1024)) {
+  constructor(layout: KVPoolLayout, maxLocs: number, initialLocs = Math.min(maxLocs, 1024), private readonly alloc: (n: number) => Float32Array = (n) => new Float32Array(n)) {
     assert(maxLocs > 0 && layout.numLayers >= 0, 'KVPool: sizes must be positive');
     this.layout = layout;
     this.maxLocs = maxLocs;
@@ -44,7 +46,7 @@ export class KVPool {
     this.storage = [];
     for (let l = 0; l < layout.numLayers; l++) {
       const m = new Map<string, Float32Array>();
-      for (const b of layout.buffers) m.set(b.name, new Float32Array(this.capacityLocs * b.width));
+      for (const b of layout.buffers) m.set(b.name, this.alloc(this.capacityLocs * b.width));
       this.storage.push(m);
     }
   }
@@ -70,7 +72,7 @@ export class KVPool {
     for (const m of this.storage) {
       for (const b of this.layout.buffers) {
         const old = m.get(b.name)!;
-        const grown = new Float32Array(newCap * b.width);
+        const grown = this.alloc(newCap * b.width);
         grown.set(old);
         m.set(b.name, grown);
       }

@@ -25,6 +25,9 @@ export class CpuOps implements Ops {
   allocateWeightBytes(byteLength: number): Uint8Array {
     return new Uint8Array(byteLength);
   }
+  allocateKvBuffer(floats: number): Float32Array {
+    return new Float32Array(floats);
+  }
   matmul(x: Float32Array, numRows: number, w: Weight, out?: Float32Array): Float32Array {
     return matmul(x, numRows, w, out);
   }
