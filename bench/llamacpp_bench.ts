@@ -11,7 +11,7 @@ import { availableParallelism, loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { createOps } from '../src/kernels/index.js';
+import { createOps, loadNativeAddon } from '../src/kernels/index.js';
 import type { Ops } from '../src/kernels/index.js';
 import { SimpleBatchContext } from '../src/layers/index.js';
 import { KVPool } from '../src/mem_cache/index.js';
@@ -64,7 +64,12 @@ function median(xs: number[]): number {
   return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 }
 
+/** The addon's greedy argmax (what the engine's sampler uses for greedy rows; llama.cpp's side picks natively too). */
+const nativeArgmax = loadNativeAddon().addon?.argmaxF32 ?? null;
+
+/** Index of the first largest of x[off..off+n) (`b = 0; for i ≥ 1: if (x[i] > x[b]) b = i`), natively when it can. */
 function argmax(x: Float32Array, off: number, n: number): number {
+  if (nativeArgmax) return nativeArgmax(x.subarray(off, off + n), n);
   let b = 0;
   for (let i = 1; i < n; i++) if (x[off + i] > x[off + b]) b = i;
   return b;

@@ -10,7 +10,7 @@ import { appendFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { InvalidRequestError, Logger, Rng, TsglangError } from '../common/index.js';
 import { readKernelEnv } from '../config/index.js';
-import { createOps, defaultThreads, parseOpsBackend } from '../kernels/index.js';
+import { createOps, defaultThreads, loadNativeAddon, parseOpsBackend } from '../kernels/index.js';
 import type { OpsBackend } from '../kernels/index.js';
 import { SimpleBatchContext } from '../layers/index.js';
 import { KVPool } from '../mem_cache/index.js';
@@ -141,15 +141,41 @@ export function parseBenchOneBatchArgs(argv: readonly string[]): BenchOneBatchAr
   };
 }
 
-function argmaxRows(logits: Float32Array, rows: number, vocab: number): number[] {
+/**
+ * Greedy pick per row: the first largest logit (`best = 0; for i ≥ 1: if (s[i] > s[best]) best = i`).
+ * @param argmax the native version of that loop (the engine's greedy sampler uses it; ~10× faster), or null
+ */
+function argmaxRows(logits: Float32Array, rows: number, vocab: number, argmax: ArgmaxFn | null): number[] {
   const out: number[] = [];
   for (let r = 0; r < rows; r++) {
     const o = r * vocab;
+    if (argmax) {
+      out.push(argmax(logits.subarray(o, o + vocab), vocab));
+      continue;
+    }
     let best = 0;
-    for (let i = 1; i < vocab; i++) if (logits[o + i] > logits[o + best]) best = i;
+    let bestV = logits[o];
+    for (let i = 1; i < vocab; i++) {
+      const v = logits[o + i];
+      if (v > bestV) {
+        bestV = v;
+        best = i;
+      }
+    }
     out.push(best);
   }
   return out;
+}
+
+/** Index of the first largest of s[0..n) (NaN never chosen unless s[0]), as the native addon's argmaxF32. */
+export type ArgmaxFn = (s: Float32Array, n: number) => number;
+
+/** Backend pieces a latency run borrows, as the engine uses them (all optional: plain arrays and JS loops). */
+export interface LatencyRunBackend {
+  /** KV-cache buffer storage (`Ops.allocateKvBuffer`). */
+  readonly kvAlloc?: (n: number) => Float32Array;
+  /** Native greedy argmax (the engine's sampler kernel). */
+  readonly argmax?: ArgmaxFn | null;
 }
 
 function median(xs: number[]): number {
@@ -167,20 +193,21 @@ function fmt(x: number, width: number, digits: number): string {
  * One latency run (SGLang latency_test_run_once): prefill all prompts as one extend batch, then `outputLen - 1`
  * batch decode steps with greedy picks. Prints SGLang's lines through `print`.
  * @param prompts [batchSize][inputLen] token ids
- * @param kvAlloc KV-cache buffer storage (default plain arrays; `run` passes the backend's `Ops.allocateKvBuffer`, as
- *   the engine does)
+ * @param backend KV-cache storage and greedy argmax (default plain arrays and the JS loop; `run` passes the backend's
+ *   `Ops.allocateKvBuffer` and the addon's argmax, as the engine uses them)
  */
-export function latencyTestRunOnce(model: CausalLM, prompts: number[][], outputLen: number, runName: string, logDecodeStep: number, print: (line: string) => void, kvAlloc?: (n: number) => Float32Array): BenchOneBatchResult {
+export function latencyTestRunOnce(model: CausalLM, prompts: number[][], outputLen: number, runName: string, logDecodeStep: number, print: (line: string) => void, backend: LatencyRunBackend = {}): BenchOneBatchResult {
+  const argmax = backend.argmax ?? null;
   const batchSize = prompts.length;
   const inputLen = prompts[0].length;
   const vocab = model.config.vocabSize;
   const maxSeqLen = inputLen + outputLen;
-  const ctx = new SimpleBatchContext(new KVPool(model.kvPoolLayout(), batchSize * maxSeqLen + 1, undefined, kvAlloc), batchSize, maxSeqLen);
+  const ctx = new SimpleBatchContext(new KVPool(model.kvPoolLayout(), batchSize * maxSeqLen + 1, undefined, backend.kvAlloc), batchSize, maxSeqLen);
   const reqs = prompts.map(() => ctx.addReq());
   let tot = 0;
   let t0 = performance.now();
   const prefill = model.forward(ctx.makeBatch(reqs.map((req, i) => ({ req, inputIds: prompts[i] })), { logits: 'last' }));
-  let next = argmaxRows(prefill.logits, batchSize, vocab);
+  let next = argmaxRows(prefill.logits, batchSize, vocab, argmax);
   const prefillLatency = (performance.now() - t0) / 1000;
   tot += prefillLatency;
   const prefillThroughput = (inputLen * batchSize) / prefillLatency;
@@ -189,7 +216,7 @@ export function latencyTestRunOnce(model: CausalLM, prompts: number[][], outputL
   for (let i = 0; i < outputLen - 1; i++) {
     t0 = performance.now();
     const out = model.forward(ctx.makeBatch(reqs.map((req, r) => ({ req, inputIds: [next[r]] })), { logits: 'last' }));
-    next = argmaxRows(out.logits, batchSize, vocab);
+    next = argmaxRows(out.logits, batchSize, vocab, argmax);
     const latency = (performance.now() - t0) / 1000;
     tot += latency;
     decodeLatencies.push(latency);
@@ -244,14 +271,16 @@ export async function run(argv: string[]): Promise<number> {
     const maxTokens = Math.max(...args.batchSize) * (Math.max(...args.inputLen) + Math.max(...args.outputLen));
     print(`max_total_num_tokens=${maxTokens}`);
     print('Warmup ...');
-    const kvAlloc = (n: number): Float32Array => ops.allocateKvBuffer(n);
-    latencyTestRunOnce(model, syntheticPrompts(args.batchSize[0], args.inputLen[0], vocab, args.seed), Math.min(32, args.outputLen[0]), args.runName, 0, print, kvAlloc);
+    const addon = ops.name === 'native' ? loadNativeAddon(readKernelEnv()).addon : null;
+    const argmaxF32 = addon?.argmaxF32?.bind(addon) ?? null;
+    const backend: LatencyRunBackend = { kvAlloc: (n) => ops.allocateKvBuffer(n), argmax: argmaxF32 };
+    latencyTestRunOnce(model, syntheticPrompts(args.batchSize[0], args.inputLen[0], vocab, args.seed), Math.min(32, args.outputLen[0]), args.runName, 0, print, backend);
     print('Benchmark ...');
     const results: BenchOneBatchResult[] = [];
     for (const bs of args.batchSize) {
       for (const il of args.inputLen) {
         for (const ol of args.outputLen) {
-          results.push(latencyTestRunOnce(model, syntheticPrompts(bs, il, vocab, args.seed), ol, args.runName, args.logDecodeStep, print, kvAlloc));
+          results.push(latencyTestRunOnce(model, syntheticPrompts(bs, il, vocab, args.seed), ol, args.runName, args.logDecodeStep, print, backend));
         }
       }
     }
