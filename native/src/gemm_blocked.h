@@ -12,7 +12,8 @@ namespace tsg {
 
 /**
  * y[M, N] = x[M, K] · W[N, K]ᵀ on the pool, bit-identical to the direct path row by row. x is packed once per call
- * (a per-calling-thread buffer of about M·K floats), weight chunks of gemmRowsPerTask(K) rows are the tasks.
+ * (a per-calling-thread buffer of about M·K floats on huge pages); the tasks are weight chunks of at most
+ * gemmRowsPerTask(K) rows, as many as a multiple of the thread count (split by rows of x too when there are few).
  * @param x [M, ldx] f32 (first K of each row used)
  * @param y [M, ldy] f32 (first N of each row written)
  */
