@@ -194,7 +194,7 @@ EXPORT_FN(makeWeight) {
     h->scaleEff.resize(h->view.sRows * h->view.sCols);
     for (size_t i = 0; i < h->scaleEff.size(); i++) {
       const float v = s[i] * tsg::kFp8ScaleEff;
-      if (!std::isfinite(v) || !(std::fabs(s[i]) < tsg::kFp8Up)) ok = false;
+      if (!std::isfinite(v)) ok = false;
       h->scaleEff[i] = v;
     }
     h->view.scaleEff = ok ? h->scaleEff.data() : nullptr;

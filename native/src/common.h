@@ -18,8 +18,8 @@ enum class WFormat : int { F32 = 0, BF16 = 1, F16 = 2, FP8 = 3 };
 
 /**
  * A 2-D weight [N, K] row-major in its stored encoding. FP8 (e4m3fn) weights carry block scales
- * `scale[floor(n/bn), floor(k/bk)]` (the checkpoint's weight_scale_inv), with `scaleEff = scale * 2^56`
- * precomputed for the block-scaled FP8 arithmetic (see fp8RawX8 and gemm.h).
+ * `scale[floor(n/bn), floor(k/bk)]` (the checkpoint's weight_scale_inv), with `scaleEff = scale * 2^64`
+ * precomputed for the x-scaled FP8 arithmetic (see kFp8ScaleEff and gemm.h).
  */
 struct WeightView {
   WFormat fmt = WFormat::F32;
@@ -27,7 +27,7 @@ struct WeightView {
   int64_t n = 0;
   int64_t k = 0;
   const float* scale = nullptr;      // [sRows, sCols]
-  const float* scaleEff = nullptr;   // scale * kFp8ScaleEff (2^56), or nullptr when that could overflow
+  const float* scaleEff = nullptr;   // scale * kFp8ScaleEff (2^64), or nullptr when that overflows
   int64_t sRows = 0, sCols = 0, bn = 1, bk = 1;
 };
 
@@ -79,19 +79,19 @@ static inline __m256i tailMask(int rem) {
 }
 
 /**
- * Block-scaled FP8 arithmetic (every path that multiplies by an FP8 weight in registers uses it; gemm.h):
- * raw = fp8 · 2^-120 (fp8RawX8), one factor of the product carries kFp8Up = 2^64 (x in the direct paths, the
- * raw codes in the packed panels: either way the exact product is x·fp8·2^-56, never subnormal for |x| ≥ 2^-61),
- * eight FMA lanes sum the products of one bk-wide scale block, and the block sum is folded in once with
- * fma(blockSum, scale·kFp8ScaleEff, total). One multiply per weight is saved and no operand is ever subnormal.
+ * x-scaled FP8 arithmetic (every path that multiplies by FP8 weights in registers uses it; gemm.h): for weight rows
+ * of scale row-block rb, the activation is scaled once per row block, x''[k] = x[k] · scale[rb, k/bk]·2^64 (rounded
+ * once), the FMA lanes multiply x'' by raw = fp8 · 2^-120 (fp8RawX8; the product is exact), and the lane sum is
+ * multiplied by kFp8Out = 2^56 at the end (exact). No multiply per weight and no fold per scale block; products
+ * are never subnormal unless |x·scale·fp8| < 2^-70, and x'' never overflows for |x·scale| < 2^64.
  */
-constexpr float kFp8Up = 18446744073709551616.0f;     // 2^64
-constexpr float kFp8ScaleEff = 72057594037927936.0f;  // 2^56 = 2^120 / 2^64
+constexpr float kFp8ScaleEff = 18446744073709551616.0f;  // 2^64
+constexpr float kFp8Out = 72057594037927936.0f;          // 2^56 = 2^120 / 2^64
 
 /**
  * FP8 e4m3fn codes → f32 values times 2^-120, exactly (normal and subnormal codes): sign-extend each byte to 32
- * bits, shift left by 20 and keep bit 31 (sign) and bits 20..26 (exponent | mantissa). Times 2^64 (exact) and
- * then times scale·2^56 (rounded once) it gives the correctly rounded f32 product fp8·scale (decodeRow).
+ * bits, shift left by 20 and keep bit 31 (sign) and bits 20..26 (exponent | mantissa). Times 2^56 (exact) and
+ * then times scale·2^64 (rounded once) it gives the correctly rounded f32 product fp8·scale (decodeRow).
  * NaN codes (0x7f/0xff) decode to ±480 instead of NaN.
  */
 static inline __m256 fp8RawX8(const uint8_t* p) {

@@ -3,8 +3,8 @@
 //   weight, 2 per BF16), tiles of MR ≤ 2 activation rows × 4 weight rows;
 // - buffered (gemm_blocked.cc): a chunk of weight rows is decoded once to f32 scratch (the same values), then a
 //   register tile runs over all M rows (prefill).
-// Both compute each y[m, n] as hsum8 of eight FMA lanes over ascending k (block-FP8: per scale block, then folded
-// in with the block's scale, see common.h), so results are bit-identical.
+// Both compute each y[m, n] as hsum8 of eight FMA lanes over ascending k (FP8: x scaled per scale row-block times
+// the raw codes, the sum times 2^56, see common.h), so results are bit-identical.
 #include "gemm.h"
 #include "gemm_blocked.h"
 
@@ -81,24 +81,18 @@ struct Dec16 {
 using DecBf16 = Dec16<bf16X8>;
 using DecF16 = Dec16<f16X8>;
 
-/** Block-FP8 rows read in registers as raw codes (fp8RawX8) with their per-block scale·2^56 (bk a power of two ≥ 8). */
-struct DecFp8 {
+/** FP8 rows read in registers as raw codes fp8·2^-120 (fp8RawX8; x-scaled arithmetic, common.h). */
+struct DecFp8Raw {
   static constexpr int kBytes = 1;
   const uint8_t* w;
   int64_t ld;
-  const float* scaleEff;
-  int64_t sCols, bn;
-  int bkShift;
-  struct Row {
-    const uint8_t* p;
-    const float* s;
-  };
-  Row row(int64_t n) const { return {w + n * ld, scaleEff + (n / bn) * sCols}; }
-  const char* base(const Row& r) const { return reinterpret_cast<const char*>(r.p); }
-  /** raw codes k..k+rem (rem < 8), zero past them. */
-  static __m256 rawTail(const Row& r, int64_t k, int rem) {
+  using Row = const uint8_t*;
+  Row row(int64_t n) const { return w + n * ld; }
+  const char* base(Row r) const { return reinterpret_cast<const char*>(r); }
+  __m256 load8(Row r, int64_t k) const { return fp8RawX8(r + k); }
+  __m256 tail(Row r, int64_t k, int rem) const {
     alignas(16) uint8_t t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int i = 0; i < rem; i++) t[i] = r.p[k + i];
+    for (int i = 0; i < rem; i++) t[i] = r[k + i];
     return fp8RawX8(t);
   }
 };
@@ -151,61 +145,6 @@ inline void tile(const float* x, int64_t ldx, const Dec& dec, int64_t n0, int64_
     for (int j = 0; j < NR; j++) y[i * ldy + j] = hsum8(acc[i][j]);
 }
 
-/**
- * The FP8 register tile, block-scaled (common.h): per bk-wide scale block, blk[i][j] = eight FMA lanes of
- * (x·2^64)·raw over ascending k (the masked k tail inside the last block), then tot[i][j] = fma(blk, scale·2^56,
- * tot); y = hsum8(tot). The packed path (gemm_blocked.cc) computes the same values in the same order.
- */
-template <int MR, int NR>
-inline void tile(const float* x, int64_t ldx, const DecFp8& dec, int64_t n0, int64_t K, float* y, int64_t ldy,
-                 int64_t ahead) {
-  __m256 tot[MR][NR];
-  for (int i = 0; i < MR; i++)
-    for (int j = 0; j < NR; j++) tot[i][j] = _mm256_setzero_ps();
-  DecFp8::Row rows[NR];
-  for (int j = 0; j < NR; j++) rows[j] = dec.row(n0 + j);
-  const char* pf = dec.base(rows[0]) + ahead;
-  const __m256 up = _mm256_set1_ps(kFp8Up);
-  const int64_t bk = int64_t(1) << dec.bkShift;
-  for (int64_t kb = 0; kb < K; kb += bk) {
-    const int64_t ke = std::min(kb + bk, K);
-    const int64_t k8e = kb + ((ke - kb) & ~int64_t(7));
-    __m256 blk[MR][NR];
-    for (int i = 0; i < MR; i++)
-      for (int j = 0; j < NR; j++) blk[i][j] = _mm256_setzero_ps();
-    auto step = [&](int64_t k) {
-      __m256 xv[MR];
-      for (int i = 0; i < MR; i++) xv[i] = _mm256_mul_ps(_mm256_loadu_ps(x + i * ldx + k), up);
-      for (int j = 0; j < NR; j++) {
-        const __m256 wv = fp8RawX8(rows[j].p + k);
-        for (int i = 0; i < MR; i++) blk[i][j] = _mm256_fmadd_ps(xv[i], wv, blk[i][j]);
-      }
-    };
-    int64_t k = kb;
-    for (; k + 64 <= k8e; k += 64) {
-      for (int j = 0; j < NR; j++) prefetchLine(pf + k * NR + 64 * j);
-      for (int64_t u = 0; u < 64; u += 8) step(k + u);
-    }
-    for (; k < k8e; k += 8) step(k);
-    if (k8e < ke) {
-      const int rem = static_cast<int>(ke - k8e);
-      const __m256i mask = tailMask(rem);
-      __m256 xv[MR];
-      for (int i = 0; i < MR; i++) xv[i] = _mm256_mul_ps(_mm256_maskload_ps(x + i * ldx + k8e, mask), up);
-      for (int j = 0; j < NR; j++) {
-        const __m256 wv = DecFp8::rawTail(rows[j], k8e, rem);
-        for (int i = 0; i < MR; i++) blk[i][j] = _mm256_fmadd_ps(xv[i], wv, blk[i][j]);
-      }
-    }
-    for (int j = 0; j < NR; j++) {
-      const __m256 sc = _mm256_broadcast_ss(rows[j].s + (kb >> dec.bkShift));
-      for (int i = 0; i < MR; i++) tot[i][j] = _mm256_fmadd_ps(blk[i][j], sc, tot[i][j]);
-    }
-  }
-  for (int i = 0; i < MR; i++)
-    for (int j = 0; j < NR; j++) y[i * ldy + j] = hsum8(tot[i][j]);
-}
-
 template <int MR, class Dec>
 inline void tileRow(const float* x, int64_t ldx, const Dec& dec, int64_t n0, int nr, int64_t K, float* y, int64_t ldy,
                     int64_t ahead) {
@@ -248,16 +187,6 @@ void blockKernel(const float* x, int64_t M, int64_t ldx, const Dec& dec, int64_t
   }
 }
 
-bool fp8InRegisters(const WeightView& w) {
-  return w.scaleEff != nullptr && w.bk >= 8 && (w.bk & (w.bk - 1)) == 0;
-}
-
-int log2Exact(int64_t v) {
-  int s = 0;
-  while ((int64_t(1) << s) < v) s++;
-  return s;
-}
-
 }  // namespace
 
 void decodeRow(const WeightView& w, int64_t row, int64_t k0, int64_t len, float* out) {
@@ -285,12 +214,11 @@ void decodeRow(const WeightView& w, int64_t row, int64_t k0, int64_t len, float*
       const float* srow = w.scale + (row / w.bn) * w.sCols;
       int64_t k = k0;
       const int64_t end = k0 + len;
-      if (fp8InRegisters(w) && (k0 & 7) == 0) {
+      if (w.scaleEff != nullptr && w.bk % 8 == 0 && k0 % w.bk == 0) {
         const float* erow = w.scaleEff + (row / w.bn) * w.sCols;
-        const int sh = log2Exact(w.bk);
-        const __m256 up = _mm256_set1_ps(kFp8Up);
+        const __m256 out56 = _mm256_set1_ps(kFp8Out);
         for (; k + 8 <= end; k += 8)
-          _mm256_storeu_ps(out + (k - k0), _mm256_mul_ps(_mm256_mul_ps(fp8RawX8(p + k), up), _mm256_broadcast_ss(erow + (k >> sh))));
+          _mm256_storeu_ps(out + (k - k0), _mm256_mul_ps(_mm256_mul_ps(fp8RawX8(p + k), out56), _mm256_broadcast_ss(erow + k / w.bk)));
       }
       for (; k < end; k++) out[k - k0] = fp8ToF32(p[k]) * srow[k / w.bk];
       return;
@@ -298,30 +226,52 @@ void decodeRow(const WeightView& w, int64_t row, int64_t k0, int64_t len, float*
   }
 }
 
+void fp8ScaleX(const float* x, const WeightView& w, int64_t rowBlock, float* out) {
+  const int64_t K = w.k, bk = w.bk;
+  const float* srow = w.scaleEff + rowBlock * w.sCols;
+  for (int64_t kb = 0, b = 0; kb < K; kb += bk, b++) {
+    const int64_t ke = std::min(K, kb + bk);
+    const __m256 sv = _mm256_broadcast_ss(srow + b);
+    int64_t k = kb;
+    for (; k + 8 <= ke; k += 8) _mm256_storeu_ps(out + k, _mm256_mul_ps(_mm256_loadu_ps(x + k), sv));
+    for (; k < ke; k++) out[k] = x[k] * srow[b];
+  }
+}
+
 void matmulRange(const float* x, int64_t M, int64_t ldx, const WeightView& w, int64_t n0, int64_t n1, float* y,
                  int64_t ldy, float* scratch) {
   const int64_t K = w.k;
   if (n1 <= n0 || M <= 0) return;
-  const bool direct = M <= kDirectMaxM && (w.fmt == WFormat::F32 || w.fmt != WFormat::FP8 || fp8InRegisters(w));
-  if (direct) {
-    switch (w.fmt) {
-      case WFormat::F32:
-        blockKernel<2>(x, M, ldx, DecF32{static_cast<const float*>(w.data), K}, n0, n1, K, y, ldy);
-        return;
-      case WFormat::BF16:
-        blockKernel<2>(x, M, ldx, DecBf16{static_cast<const uint16_t*>(w.data), K}, n0, n1, K, y, ldy);
-        return;
-      case WFormat::F16:
-        blockKernel<2>(x, M, ldx, DecF16{static_cast<const uint16_t*>(w.data), K}, n0, n1, K, y, ldy);
-        return;
-      default: {
-        DecFp8 d{static_cast<const uint8_t*>(w.data), K, w.scaleEff, w.sCols, w.bn, log2Exact(w.bk)};
-        blockKernel<2>(x, M, ldx, d, n0, n1, K, y, ldy);
-        return;
+  const bool direct = M <= kDirectMaxM && (w.fmt != WFormat::FP8 || fp8XScaled(w));
+  if (!direct) {
+    blockedMatmulRange(x, M, ldx, w, n0, n1, y, ldy, scratch);
+    return;
+  }
+  switch (w.fmt) {
+    case WFormat::F32:
+      blockKernel<2>(x, M, ldx, DecF32{static_cast<const float*>(w.data), K}, n0, n1, K, y, ldy);
+      return;
+    case WFormat::BF16:
+      blockKernel<2>(x, M, ldx, DecBf16{static_cast<const uint16_t*>(w.data), K}, n0, n1, K, y, ldy);
+      return;
+    case WFormat::F16:
+      blockKernel<2>(x, M, ldx, DecF16{static_cast<const uint16_t*>(w.data), K}, n0, n1, K, y, ldy);
+      return;
+    case WFormat::FP8: {
+      // per scale row-block: x'' rows into scratch (M·K floats), raw codes in registers, outputs times 2^56
+      const DecFp8Raw dec{static_cast<const uint8_t*>(w.data), K};
+      for (int64_t a = n0; a < n1;) {
+        const int64_t rb = a / w.bn, b = std::min(n1, (rb + 1) * w.bn);
+        for (int64_t m = 0; m < M; m++) fp8ScaleX(x + m * ldx, w, rb, scratch + m * K);
+        float* ya = y + (a - n0);
+        blockKernel<2>(scratch, M, K, dec, a, b, K, ya, ldy);
+        for (int64_t m = 0; m < M; m++)
+          for (int64_t n = 0; n < b - a; n++) ya[m * ldy + n] *= kFp8Out;
+        a = b;
       }
+      return;
     }
   }
-  blockedMatmulRange(x, M, ldx, w, n0, n1, y, ldy, scratch);
 }
 
 bool blasAvailable() {

@@ -19,12 +19,11 @@ struct GemmOptions {
 /**
  * y[M, N] = x[M, K] · W[N, K]ᵀ. Every output element is computed with the same arithmetic whatever M, the tile or
  * the thread: eight f32 FMA lanes over k (lane = k mod 8, ascending k, K padded with zeros to a multiple of 8),
- * then hsum8. The lanes multiply x by the f32 weight (bf16/f16 exact; FP8 whose scales do not allow the in-register
- * form: fp8·scale rounded once), or, for block-FP8 in registers (power-of-two bk, scale·2^56 finite), sum
- * (x·2^64)·(fp8·2^-120) exactly per bk-wide scale block and fold each block sum in as
- * fma(blockSum, scale·2^56, total) (common.h; one multiply per weight fewer, no subnormal operand). So a row's
- * result does not depend on the other rows (batch invariance; for |x| < 2^64). In kBlas mode, M ≥ blasMinM goes
- * through cblas_sgemm instead (not batch invariant across that threshold).
+ * then hsum8. The lanes multiply x by the f32 weight (f32, bf16, f16: exact; FP8 whose scale·2^64 overflows:
+ * fp8·scale rounded once), or, for FP8 (common.h), x'' = x·scale·2^64 (rounded once per x element and scale
+ * row-block) by the raw code fp8·2^-120, the hsum8 then times 2^56. So a row's result does not depend on the
+ * other rows (batch invariance). In kBlas mode, M ≥ blasMinM goes through cblas_sgemm instead (not batch invariant
+ * across that threshold).
  * @param x [M, ldx] f32 (first K of each row used)
  * @param y [M, ldy] f32 (first N of each row written)
  */
@@ -43,6 +42,18 @@ int64_t gemmScratchFloats(int64_t K);
 
 /** Rows of W per task that matmul hands to one thread for M > 2 (a multiple of 12, 12..192; gemm_blocked.cc). */
 int64_t gemmRowsPerTask(int64_t K);
+
+/** True when FP8 weight w runs x-scaled (common.h): its scale·2^64 are finite (any block shape). */
+inline bool fp8XScaled(const WeightView& w) {
+  return w.fmt == WFormat::FP8 && w.scaleEff != nullptr;
+}
+
+/**
+ * x''[k] = x[k] · scaleEff[rowBlock, floor(k/bk)] for k in [0, K): the activation row scaled for the FP8 weight rows of
+ * scale row-block `rowBlock` (common.h), the same rounding on every path.
+ * @param x [K] f32; out [K] f32 (may not alias x)
+ */
+void fp8ScaleX(const float* x, const WeightView& w, int64_t rowBlock, float* out);
 
 /** True if the addon was built against OpenBLAS. */
 bool blasAvailable();

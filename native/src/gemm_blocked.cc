@@ -4,8 +4,8 @@
 // - Activations: packed into tiles of kMR rows, [k/8][kMR][8] floats (once per matmul call, on huge pages; per tile in
 //   blockedMatmulRange), so a tile's k-block slice (kMR × kKC floats) is one contiguous L1-resident block.
 // - Register tile kMR × kNR = 4 × 3: 12 eight-lane accumulators, 7 loads per 12 FMAs.
-// - Block-FP8 in registers: the panels hold raw·2^64 (exact), and the tile folds each bk-wide scale block's
-//   accumulators into a total with fma(blk, scale·2^56, total) (common.h); the chunk's scales are packed beside it.
+// - FP8 (x-scaled, common.h): the panels hold the raw codes fp8·2^-120, a chunk never spans two scale row-blocks, and
+//   each x tile is scaled for the chunk's row block (x'' = x·scale·2^64) before the register tile; y = hsum8 · 2^56.
 // Both packings zero-pad k to a multiple of 8. Each y[m, n] is hsum8 of eight FMA lanes over ascending k (lane =
 // k mod 8), the accumulators carried between k blocks unchanged, so every result is bit-identical to the direct
 // path in gemm.cc whatever M, the blocking or the thread (batch invariance); FMAs on the zero padding add +0·+0
@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <new>
 #include <utility>
+#include <vector>
 
 namespace tsg {
 
@@ -80,80 +81,43 @@ int64_t chunkRows(int64_t K) {
 }
 
 /**
- * Block scales of one packed FP8 panel: s[b·kNR + j] = scale·2^56 of panel row j in scale block b (b over the
- * whole K), blocks of 2^bkShift groups of 8 k, totalSteps groups in all. s == nullptr: an unscaled panel.
- */
-struct PanelScales {
-  const float* s = nullptr;
-  int bkShift = 0;
-  int64_t totalSteps = 0;
-};
-
-/**
  * One MR × kNR tile: packed x ([steps][kMR][8] floats, rows ≥ MR unused) against a packed weight panel
- * ([steps][kNR][8]) over `steps` groups of 8 k starting at group step0; continues the accumulators in `acc`
- * ([MR][kNR][8], then for kScaled the block totals [MR][kNR][8]) unless `first`; writes y[i, j] = hsum8 for
- * j < nr when `last`, else stores the accumulators. kScaled: the steps run scale block by scale block, each
- * block's accumulators starting from zero (or from `acc` when the call starts inside a block) and folded into the
- * totals with fma(acc, scale, total) at the block's end (or at totalSteps); a call ending inside a block stores them.
- * Each run keeps its 12 accumulators in registers (one run per call unscaled, one per 2^bkShift steps scaled).
+ * ([steps][kNR][8]) over `steps` groups of 8 k; continues the accumulators in `acc` ([MR][kNR][8]) unless `first`;
+ * writes y[i, j] = hsum8 · outScale for j < nr when `last` (outScale 2^56 for FP8, else 1: exact either way), else
+ * stores the accumulators.
  */
-template <int MR, bool kScaled>
-void tilePacked(const float* xp, const float* wp, int64_t step0, int64_t steps, float* acc, bool first, bool last,
-                float* y, int64_t ldy, int nr, const PanelScales& ps) {
-  float* tot = acc + kMR * kNR * 8;
-  if (kScaled && first)
-    for (int i = 0; i < MR * kNR; i++) _mm256_storeu_ps(tot + i * 8, _mm256_setzero_ps());
-  for (int64_t s = 0; s < steps;) {
-    // this run: [s, e), to the call's end or (kScaled) the current scale block's end
-    const int64_t g = step0 + s, blk = kScaled ? g >> ps.bkShift : 0;
-    const int64_t e = kScaled ? std::min(steps, ((blk + 1) << ps.bkShift) - step0) : steps;
-    const bool resume = s == 0 && !first && (!kScaled || g != (blk << ps.bkShift));
-    __m256 a[MR][kNR];
-    for (int i = 0; i < MR; i++)
-      for (int j = 0; j < kNR; j++) a[i][j] = resume ? _mm256_loadu_ps(acc + (i * kNR + j) * 8) : _mm256_setzero_ps();
-    for (; s < e; s++) {
-      __m256 wv[kNR];
-      for (int j = 0; j < kNR; j++) wv[j] = _mm256_loadu_ps(wp + (s * kNR + j) * 8);
-      for (int i = 0; i < MR; i++) {
-        __m256 xv = _mm256_loadu_ps(xp + (s * kMR + i) * 8);
-        asm("" : "+x"(xv));  // one load per x row and step (not one per FMA)
-        for (int j = 0; j < kNR; j++) a[i][j] = _mm256_fmadd_ps(xv, wv[j], a[i][j]);
-      }
-    }
-    const int64_t ge = step0 + e;
-    if (kScaled && (ge == ((blk + 1) << ps.bkShift) || ge == ps.totalSteps)) {
-      const float* sc = ps.s + blk * kNR;
-      for (int j = 0; j < kNR; j++) {
-        const __m256 sj = _mm256_broadcast_ss(sc + j);
-        for (int i = 0; i < MR; i++) {
-          float* t = tot + (i * kNR + j) * 8;
-          _mm256_storeu_ps(t, _mm256_fmadd_ps(a[i][j], sj, _mm256_loadu_ps(t)));
-        }
-      }
-    } else if (kScaled || !last) {  // the call ends inside a scale block (kScaled) or before the last k block
-      for (int i = 0; i < MR; i++)
-        for (int j = 0; j < kNR; j++) _mm256_storeu_ps(acc + (i * kNR + j) * 8, a[i][j]);
-    } else {
-      for (int i = 0; i < MR; i++)
-        for (int j = 0; j < nr; j++) y[i * ldy + j] = hsum8(a[i][j]);
+template <int MR>
+void tilePacked(const float* xp, const float* wp, int64_t steps, float* acc, bool first, bool last, float* y,
+                int64_t ldy, int nr, float outScale) {
+  __m256 a[MR][kNR];
+  for (int i = 0; i < MR; i++)
+    for (int j = 0; j < kNR; j++) a[i][j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + (i * kNR + j) * 8);
+  for (int64_t s = 0; s < steps; s++) {
+    __m256 wv[kNR];
+    for (int j = 0; j < kNR; j++) wv[j] = _mm256_loadu_ps(wp + (s * kNR + j) * 8);
+    for (int i = 0; i < MR; i++) {
+      __m256 xv = _mm256_loadu_ps(xp + (s * kMR + i) * 8);
+      asm("" : "+x"(xv));  // one load per x row and step (not one per FMA)
+      for (int j = 0; j < kNR; j++) a[i][j] = _mm256_fmadd_ps(xv, wv[j], a[i][j]);
     }
   }
-  if (kScaled && last)
+  if (last) {
     for (int i = 0; i < MR; i++)
-      for (int j = 0; j < nr; j++) y[i * ldy + j] = hsum8(_mm256_loadu_ps(tot + (i * kNR + j) * 8));
+      for (int j = 0; j < nr; j++) y[i * ldy + j] = hsum8(a[i][j]) * outScale;
+  } else {
+    for (int i = 0; i < MR; i++)
+      for (int j = 0; j < kNR; j++) _mm256_storeu_ps(acc + (i * kNR + j) * 8, a[i][j]);
+  }
 }
 
-using TileFn = void (*)(const float*, const float*, int64_t, int64_t, float*, bool, bool, float*, int64_t, int,
-                        const PanelScales&);
+using TileFn = void (*)(const float*, const float*, int64_t, float*, bool, bool, float*, int64_t, int, float);
 
-template <bool kScaled, int... MRs>
+template <int... MRs>
 constexpr std::array<TileFn, sizeof...(MRs)> makeTileTable(std::integer_sequence<int, MRs...>) {
-  return {&tilePacked<MRs + 1, kScaled>...};
+  return {&tilePacked<MRs + 1>...};
 }
-/** kTiles[kScaled][mr - 1]: the tile for mr activation rows. */
-constexpr std::array<std::array<TileFn, kMR>, 2> kTiles = {makeTileTable<false>(std::make_integer_sequence<int, kMR>{}),
-                                                          makeTileTable<true>(std::make_integer_sequence<int, kMR>{})};
+/** kTiles[mr - 1]: the tile for mr activation rows. */
+constexpr auto kTiles = makeTileTable(std::make_integer_sequence<int, kMR>{});
 
 /** Packs x rows [0, mr) (leading dimension ldx, K values each) into xp: [k/8][kMR][8], zero-padded past K. */
 void packX(const float* x, int64_t ldx, int mr, int64_t K, float* xp) {
@@ -166,51 +130,54 @@ void packX(const float* x, int64_t ldx, int mr, int64_t K, float* xp) {
   }
 }
 
-/** True when FP8 weight w is read in registers (block-scaled, common.h): power-of-two bk ≥ 8 and finite scale·2^56. */
-bool fp8Scaled(const WeightView& w) {
-  return w.fmt == WFormat::FP8 && w.scaleEff != nullptr && w.bk >= 8 && (w.bk & (w.bk - 1)) == 0;
-}
-
-/** Scale blocks over K for weight w (1 for unscaled formats). */
-int64_t scaleBlocks(const WeightView& w) {
-  return fp8Scaled(w) ? (w.k + w.bk - 1) / w.bk : 1;
+/**
+ * Copies the k-block slice [kb, ke) (multiples of 8) of a packed x tile, scaled for the FP8 weight rows of scale
+ * row-block rb (x'' = x·scale·2^64, common.h; the same products as fp8ScaleX), into dst: [(ke-kb)/8][kMR][8]
+ * floats, rows [0, mr). xt is the whole tile [k8/8][kMR][8]; zero padding stays zero.
+ */
+void scaleSlice(const float* xt, int mr, const WeightView& w, int64_t rb, int64_t kb, int64_t ke, float* dst) {
+  const int64_t K = w.k, bk = w.bk;
+  const float* srow = w.scaleEff + rb * w.sCols;
+  for (int64_t s = kb / 8; s < ke / 8; s++) {
+    const float* src = xt + s * kMR * 8;
+    float* d = dst + (s - kb / 8) * kMR * 8;
+    if (bk % 8 == 0) {
+      const __m256 sv = _mm256_broadcast_ss(srow + (s * 8) / bk);
+      for (int i = 0; i < mr; i++) _mm256_storeu_ps(d + i * 8, _mm256_mul_ps(_mm256_loadu_ps(src + i * 8), sv));
+      continue;
+    }
+    for (int i = 0; i < mr; i++)
+      for (int l = 0; l < 8; l++) d[i * 8 + l] = s * 8 + l < K ? src[i * 8 + l] * srow[(s * 8 + l) / bk] : 0.0f;
+  }
 }
 
 /**
  * Decodes weight rows [c0, c1) and packs them into panels of kNR rows: panel p at wp + p·k8·kNR, element (row
- * c0 + p·kNR + j, k) at [k/8][j][k mod 8]; rows past c1 and k past K are zero. BF16 and F32 are packed straight
- * from the stored weights, block-FP8 in registers as raw·2^64 with its scales packed into `scales`
- * ([panel][scaleBlocks(w)][kNR], 0 past c1), other formats (F16, FP8 with other blocks) through decodeRow into
- * `row` (K floats of scratch): the same values as the direct path's.
+ * c0 + p·kNR + j, k) at [k/8][j][k mod 8]; rows past c1 and k past K are zero. BF16, F32 and x-scaled FP8 (raw
+ * codes, common.h) are packed straight from the stored weights, other formats (F16, FP8 whose scale·2^64
+ * overflows) through decodeRow into `row` (K floats of scratch): the same values as the direct path's.
  */
-void packChunk(const WeightView& w, int64_t c0, int64_t c1, float* wp, float* row, float* scales) {
+void packChunk(const WeightView& w, int64_t c0, int64_t c1, float* wp, float* row) {
   const int64_t K = w.k, k8 = roundUp8(K), steps = k8 / 8, full = K / 8;
   const int rem = static_cast<int>(K - full * 8);
   const int64_t panels = (c1 - c0 + kNR - 1) / kNR;
-  const bool scaled = fp8Scaled(w);
-  const int64_t nBlocks = scaleBlocks(w);
-  int bkShift = 0;
-  while ((int64_t(1) << bkShift) < w.bk) bkShift++;
-  const __m256 up = _mm256_set1_ps(kFp8Up);
+  const bool raw = fp8XScaled(w);
   for (int64_t p = 0; p < panels; p++) {
     float* dst = wp + p * k8 * kNR;
     for (int j = 0; j < kNR; j++) {
       const int64_t n = c0 + p * kNR + j;
       float* d = dst + j * 8;
-      if (scaled)
-        for (int64_t b = 0; b < nBlocks; b++)
-          scales[(p * nBlocks + b) * kNR + j] = n < c1 ? w.scaleEff[(n / w.bn) * w.sCols + b] : 0.0f;
       if (n >= c1) {
         for (int64_t s = 0; s < steps; s++) _mm256_storeu_ps(d + s * kNR * 8, _mm256_setzero_ps());
         continue;
       }
-      if (scaled) {
+      if (raw) {
         const uint8_t* src = static_cast<const uint8_t*>(w.data) + n * K;
-        for (int64_t s = 0; s < full; s++) _mm256_storeu_ps(d + s * kNR * 8, _mm256_mul_ps(fp8RawX8(src + s * 8), up));
+        for (int64_t s = 0; s < full; s++) _mm256_storeu_ps(d + s * kNR * 8, fp8RawX8(src + s * 8));
         if (rem) {
           alignas(16) uint8_t t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
           for (int i = 0; i < rem; i++) t[i] = src[full * 8 + i];
-          _mm256_storeu_ps(d + full * kNR * 8, _mm256_mul_ps(fp8RawX8(t), up));
+          _mm256_storeu_ps(d + full * kNR * 8, fp8RawX8(t));
         }
         continue;
       }
@@ -223,7 +190,7 @@ void packChunk(const WeightView& w, int64_t c0, int64_t c1, float* wp, float* ro
         for (; s0 < full; s0++) _mm256_storeu_ps(d + s0 * kNR * 8, _mm256_loadu_ps(src + s0 * 8));
       }
       if (s0 == full && !rem) continue;
-      // the rest (all of it for F16 and FP8 not in registers, else the k tail) through decodeRow
+      // the rest (all of it for F16 and FP8 without finite scale·2^64, else the k tail) through decodeRow
       const int64_t k0 = s0 * 8;
       decodeRow(w, n, k0, K - k0, row);
       for (int64_t s = s0; s < full; s++) _mm256_storeu_ps(d + s * kNR * 8, _mm256_loadu_ps(row + (s - s0) * 8));
@@ -232,16 +199,25 @@ void packChunk(const WeightView& w, int64_t c0, int64_t c1, float* wp, float* ro
   }
 }
 
+/** Weight rows [c0, ...) that one chunk may hold: at most nb, and (x-scaled FP8) within c0's scale row-block. */
+int64_t chunkEnd(const WeightView& w, int64_t c0, int64_t nb, int64_t n1) {
+  int64_t c1 = std::min(n1, c0 + nb);
+  if (fp8XScaled(w)) c1 = std::min(c1, (c0 / w.bn + 1) * w.bn);
+  return c1;
+}
+
 /** One thread's scratch carved into its parts (carveScratch; sizes in scratchFloats). */
 struct Scratch {
-  float *wp, *row, *xTile, *acc, *scales;
+  float *wp, *row, *xTile, *acc, *xSlice;
 };
 
-/** Floats of one thread's scratch for inner dimension K: packed chunk, one decoded row, one x tile, accumulators, scales. */
+/**
+ * Floats of one thread's scratch for inner dimension K: packed chunk, one decoded row, one x tile, accumulators, one
+ * scaled x slice (FP8).
+ */
 int64_t scratchFloats(int64_t K) {
   const int64_t k8 = roundUp8(K), nb = chunkRows(K);
-  // scales: at most one block per 8 k (bk ≥ 8) per row
-  return nb * k8 + k8 + kMR * k8 + 2 * nb * kMR * 8 + nb * (k8 / 8 + 1) + 16;
+  return nb * k8 + k8 + kMR * k8 + nb * kMR * 8 + kMR * std::min(k8, kKC) + 16;
 }
 
 Scratch carveScratch(float* s, int64_t K) {
@@ -251,29 +227,27 @@ Scratch carveScratch(float* s, int64_t K) {
   r.row = r.wp + nb * k8;
   r.xTile = r.row + k8;
   r.acc = r.xTile + kMR * k8;
-  r.scales = r.acc + 2 * nb * kMR * 8;
+  r.xSlice = r.acc + nb * kMR * 8;
   return r;
 }
 
 /**
- * y[m, c - c0] for the packed chunk (rows [c0, c1) of w, in sc.wp / sc.scales) and the packed x tiles [t0, t1)
- * (tile t = rows [t·kMR, min(M, t·kMR + kMR)) at xp + t·k8·kMR, or packed here into sc.xTile when xp is null and
- * x is given). Loop order: x tile → k block (its slice stays in L1) → weight panel (streams from L2).
+ * y[m, c - c0] for the packed chunk (rows [c0, c1) of w, in sc.wp) and the packed x tiles [t0, t1) (tile t = rows
+ * [t·kMR, min(M, t·kMR + kMR)) at xp + t·k8·kMR, or packed here into sc.xTile when xp is null and x is given; for
+ * x-scaled FP8 each k-block slice of the tile is scaled into sc.xSlice for the chunk's row block). Loop order:
+ * x tile → k block (its slice stays in L1) → weight panel (streams from L2).
  */
 void chunkTimesTiles(const WeightView& w, int64_t c0, int64_t c1, const float* xp, const float* x, int64_t ldx,
                      const Scratch& sc, int64_t M, int64_t t0, int64_t t1, float* y, int64_t ldy) {
   const int64_t K = w.k, k8 = roundUp8(K);
   const int64_t numKBlocks = std::max<int64_t>(1, (k8 + kKC - 1) / kKC);
   const int64_t panels = (c1 - c0 + kNR - 1) / kNR;
-  const bool scaled = fp8Scaled(w);
-  const int64_t nBlocks = scaleBlocks(w);
-  PanelScales ps;
-  while (scaled && (int64_t(8) << ps.bkShift) < w.bk) ps.bkShift++;  // 2^bkShift groups of 8 k per scale block
-  ps.totalSteps = k8 / 8;
+  const bool scaled = fp8XScaled(w);
+  const float outScale = scaled ? kFp8Out : 1.0f;
   for (int64_t t = t0; t < t1; t++) {
     const int64_t m = t * kMR;
     const int mr = static_cast<int>(std::min<int64_t>(kMR, M - m));
-    const TileFn fn = kTiles[scaled ? 1 : 0][mr - 1];
+    const TileFn fn = kTiles[mr - 1];
     const float* xt;
     if (xp) {
       xt = xp + t * k8 * kMR;
@@ -285,11 +259,15 @@ void chunkTimesTiles(const WeightView& w, int64_t c0, int64_t c1, const float* x
       const int64_t kb = b * kKC;
       const int64_t ke = std::min(k8, kb + kKC);
       const bool first = b == 0, last = b == numKBlocks - 1;
+      const float* slice = xt + kb * kMR;
+      if (scaled) {
+        scaleSlice(xt, mr, w, c0 / w.bn, kb, ke, sc.xSlice);
+        slice = sc.xSlice;
+      }
       for (int64_t p = 0; p < panels; p++) {
         const int nr = static_cast<int>(std::min<int64_t>(kNR, c1 - c0 - p * kNR));
-        ps.s = sc.scales + p * nBlocks * kNR;
-        fn(xt + kb * kMR, sc.wp + p * k8 * kNR + kb * kNR, kb / 8, (ke - kb) / 8, sc.acc + p * 2 * kMR * kNR * 8,
-           first, last, y + m * ldy + p * kNR, ldy, nr, ps);
+        fn(slice, sc.wp + p * k8 * kNR + kb * kNR, (ke - kb) / 8, sc.acc + p * kMR * kNR * 8, first, last,
+           y + m * ldy + p * kNR, ldy, nr, outScale);
       }
     }
   }
@@ -311,10 +289,11 @@ void blockedMatmulRange(const float* x, int64_t M, int64_t ldx, const WeightView
   const int64_t nb = chunkRows(w.k);
   const Scratch sc = carveScratch(scratch, w.k);
   const int64_t tiles = (M + kMR - 1) / kMR;
-  for (int64_t c0 = n0; c0 < n1; c0 += nb) {
-    const int64_t c1 = std::min(n1, c0 + nb);
-    packChunk(w, c0, c1, sc.wp, sc.row, sc.scales);
+  for (int64_t c0 = n0; c0 < n1;) {
+    const int64_t c1 = chunkEnd(w, c0, nb, n1);
+    packChunk(w, c0, c1, sc.wp, sc.row);
     chunkTimesTiles(w, c0, c1, nullptr, x, ldx, sc, M, 0, tiles, y + (c0 - n0), ldy);
+    c0 = c1;
   }
 }
 
@@ -330,12 +309,22 @@ void blockedMatmul(ThreadPool& pool, const float* x, int64_t M, int64_t ldx, con
   const int64_t scratchStride = (scratchFloats(K) + 15) & ~int64_t(15);  // 64-byte aligned per thread
   float* xp = xPacked.get(tiles * k8 * kMR);
   float* scr = scratch.get(threads * scratchStride);
-  // tasks: weight chunks of at most chunkRows(K) rows, as many as a multiple of the thread count (equal shares);
-  // split the tiles too only when there are too few chunks to keep the threads busy
-  int64_t nTasks = (N + chunkRows(K) - 1) / chunkRows(K);
-  nTasks = (nTasks + threads - 1) / threads * threads;
-  const int64_t nb = ((N + nTasks - 1) / nTasks + kNR - 1) / kNR * kNR;
-  nTasks = (N + nb - 1) / nb;
+  // tasks: weight chunks of at most chunkRows(K) rows, within one scale row-block for x-scaled FP8 (its x tiles are
+  // scaled per row block); without row blocks as many chunks as a multiple of the thread count (equal shares).
+  // Chunk c = rows [bounds[c], bounds[c + 1]). Split the tiles too only when there are too few chunks.
+  static thread_local std::vector<int64_t> bounds;
+  bounds.assign(1, 0);
+  const int64_t segment = fp8XScaled(w) ? w.bn : N;
+  for (int64_t s0 = 0; s0 < N; s0 += segment) {
+    const int64_t len = std::min(segment, N - s0);
+    int64_t n = (len + chunkRows(K) - 1) / chunkRows(K);
+    if (segment == N) n = (n + threads - 1) / threads * threads;
+    const int64_t size = ((len + n - 1) / n + kNR - 1) / kNR * kNR;
+    for (int64_t c = s0 + size; c < s0 + len; c += size) bounds.push_back(c);
+    bounds.push_back(s0 + len);
+  }
+  const int64_t nTasks = static_cast<int64_t>(bounds.size()) - 1;
+  const int64_t* bnd = bounds.data();  // the calling thread's (a worker naming `bounds` would see its own)
   int64_t mChunks = 1;
   if (nTasks < 2 * threads && tiles >= 2) mChunks = std::min<int64_t>((2 * threads + nTasks - 1) / nTasks, tiles);
   const int64_t tilesPerChunk = (tiles + mChunks - 1) / mChunks;
@@ -348,10 +337,10 @@ void blockedMatmul(ThreadPool& pool, const float* x, int64_t M, int64_t ldx, con
   };
   auto task = [&](int64_t t, int ti) {
     const int64_t nt = t / mChunks, mt = t % mChunks;
-    const int64_t c0 = nt * nb, c1 = std::min(N, c0 + nb);
+    const int64_t c0 = bnd[nt], c1 = bnd[nt + 1];
     const int64_t t0 = mt * tilesPerChunk, t1 = std::min(tiles, t0 + tilesPerChunk);
     const Scratch sc = carveScratch(scr + ti * scratchStride, K);
-    packChunk(w, c0, c1, sc.wp, sc.row, sc.scales);
+    packChunk(w, c0, c1, sc.wp, sc.row);
     chunkTimesTiles(w, c0, c1, xp, nullptr, 0, sc, M, t0, t1, y + c0, ldy);
   };
   if (threads == 1 || static_cast<double>(M) * N * K < 65536.0) {

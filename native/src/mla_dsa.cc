@@ -24,9 +24,9 @@ inline __m256 hsum8Each(const __m256* a) {
 }
 
 /**
- * y[n − n0] = x · W[n] for eight weight rows n0..n0+7 of an f32 or in-register FP8 weight with K a multiple of 8:
- * eight FMA lanes over ascending k per row (x·w for f32; block-scaled for FP8, as matmul's tile: common.h), then
- * hsum8 — the same bits as matmulRange.
+ * y[n − n0] = x · W[n] for eight weight rows n0..n0+7 with K a multiple of 8, f32 or x-scaled FP8 (x then already
+ * scaled for the rows' one scale row-block, common.h): eight FMA lanes over ascending k per row (as matmul's tile),
+ * then hsum8 (× 2^56 for FP8) — the same bits as matmulRange.
  */
 inline void rows8(const float* x, const WeightView& w, int64_t n0, float* y) {
   const int64_t K = w.k;
@@ -38,23 +38,15 @@ inline void rows8(const float* x, const WeightView& w, int64_t n0, float* y) {
       const __m256 xv = _mm256_loadu_ps(x + k);
       for (int j = 0; j < 8; j++) acc[j] = _mm256_fmadd_ps(xv, _mm256_loadu_ps(base + j * K + k), acc[j]);
     }
-  } else {
-    const uint8_t* base = static_cast<const uint8_t*>(w.data) + n0 * K;
-    const float* srow[8];
-    for (int j = 0; j < 8; j++) srow[j] = w.scaleEff + ((n0 + j) / w.bn) * w.sCols;
-    const __m256 up = _mm256_set1_ps(kFp8Up);
-    for (int64_t kb = 0; kb < K; kb += w.bk) {
-      const int64_t ke = std::min(K, kb + w.bk);
-      __m256 blk[8];
-      for (int j = 0; j < 8; j++) blk[j] = _mm256_setzero_ps();
-      for (int64_t k = kb; k < ke; k += 8) {
-        const __m256 xv = _mm256_mul_ps(_mm256_loadu_ps(x + k), up);
-        for (int j = 0; j < 8; j++) blk[j] = _mm256_fmadd_ps(xv, fp8RawX8(base + j * K + k), blk[j]);
-      }
-      for (int j = 0; j < 8; j++) acc[j] = _mm256_fmadd_ps(blk[j], _mm256_broadcast_ss(srow[j] + kb / w.bk), acc[j]);
-    }
+    _mm256_storeu_ps(y, hsum8Each(acc));
+    return;
   }
-  _mm256_storeu_ps(y, hsum8Each(acc));
+  const uint8_t* base = static_cast<const uint8_t*>(w.data) + n0 * K;
+  for (int64_t k = 0; k < K; k += 8) {
+    const __m256 xv = _mm256_loadu_ps(x + k);
+    for (int j = 0; j < 8; j++) acc[j] = _mm256_fmadd_ps(xv, fp8RawX8(base + j * K + k), acc[j]);
+  }
+  _mm256_storeu_ps(y, _mm256_mul_ps(hsum8Each(acc), _mm256_set1_ps(kFp8Out)));
 }
 
 }  // namespace
@@ -62,34 +54,48 @@ inline void rows8(const float* x, const WeightView& w, int64_t n0, float* y) {
 void groupedMatmul(ThreadPool& pool, const float* x, int64_t M, int64_t groups, const WeightView& w, const GroupedLayout& l, float* y) {
   if (M <= 0 || groups <= 0) return;
   const int64_t N = w.n / groups;
-  // few rows (decode): eight weight rows per step with one transposed reduction (f32 and in-register FP8 weights,
+  // few rows (decode): eight weight rows per step with one transposed reduction (f32 and x-scaled FP8 weights,
   // K a multiple of 8); otherwise, and for the rows left over, matmulRange. Both give matmul's bits.
-  const bool fp8Reg = w.fmt == WFormat::FP8 && w.scaleEff != nullptr && w.bk >= 8 && (w.bk & (w.bk - 1)) == 0 && w.bk % 8 == 0;
-  const bool rows8Path = M <= 4 && w.k % 8 == 0 && (w.fmt == WFormat::F32 || fp8Reg);
+  const bool fp8 = fp8XScaled(w);
+  const bool rows8Path = M <= 4 && w.k % 8 == 0 && (w.fmt == WFormat::F32 || fp8);
   // tasks: groups × row chunks; each task is matmulRange over the group's weight rows (same per-element arithmetic)
   const int64_t mChunk = rows8Path ? M : std::max<int64_t>(48, M / std::max<int64_t>(1, (2 * pool.threads() + groups - 1) / groups));
   const int64_t mChunks = (M + mChunk - 1) / mChunk;
   const int threads = pool.threads();
   static thread_local std::vector<std::vector<float>> scratch;
   if (static_cast<int>(scratch.size()) < threads) scratch.resize(threads);
-  const int64_t need = gemmScratchFloats(w.k);
+  const int64_t need = gemmScratchFloats(w.k) + w.k;  // matmulRange's scratch, then one scaled x row (FP8)
   for (auto& s : scratch)
     if (static_cast<int64_t>(s.size()) < need) s.resize(need);
   auto* sp = &scratch;
   auto task = [&, sp](int64_t t, int ti) {
     const int64_t g = t / mChunks, m0 = (t % mChunks) * mChunk, m1 = std::min(M, m0 + mChunk);
+    float* scr = (*sp)[ti].data();
     if (rows8Path) {
-      const int64_t n8 = N & ~int64_t(7);
+      float* xs = scr + gemmScratchFloats(w.k);  // x scaled for row block xsBlock (FP8)
       for (int64_t m = m0; m < m1; m++) {
         const float* xr = x + m * l.xRowStride + g * l.xGroupStride;
         float* yr = y + m * l.outRowStride + g * l.outGroupStride;
-        for (int64_t n = 0; n < n8; n += 8) rows8(xr, w, g * N + n, yr + n);
-        if (n8 < N) matmulRange(xr, 1, l.xRowStride, w, g * N + n8, (g + 1) * N, yr + n8, l.outRowStride, (*sp)[ti].data());
+        int64_t xsBlock = -1;
+        int64_t n = 0;
+        for (; n + 8 <= N; n += 8) {
+          const int64_t r0 = g * N + n;
+          if (fp8 && r0 / w.bn != (r0 + 7) / w.bn) {  // the eight rows span two scale row-blocks
+            matmulRange(xr, 1, l.xRowStride, w, r0, r0 + 8, yr + n, l.outRowStride, scr);
+            continue;
+          }
+          if (fp8 && r0 / w.bn != xsBlock) {
+            xsBlock = r0 / w.bn;
+            fp8ScaleX(xr, w, xsBlock, xs);
+          }
+          rows8(fp8 ? xs : xr, w, r0, yr + n);
+        }
+        if (n < N) matmulRange(xr, 1, l.xRowStride, w, g * N + n, (g + 1) * N, yr + n, l.outRowStride, scr);
       }
       return;
     }
     matmulRange(x + m0 * l.xRowStride + g * l.xGroupStride, m1 - m0, l.xRowStride, w, g * N, (g + 1) * N,
-                y + m0 * l.outRowStride + g * l.outGroupStride, l.outRowStride, (*sp)[ti].data());
+                y + m0 * l.outRowStride + g * l.outGroupStride, l.outRowStride, scr);
   };
   if (threads == 1) {
     for (int64_t t = 0; t < groups * mChunks; t++) task(t, 0);
