@@ -40,12 +40,18 @@ void matmulRange(const float* x, int64_t M, int64_t ldx, const WeightView& w, in
 /** Scratch floats matmulRange needs for inner dimension K. */
 int64_t gemmScratchFloats(int64_t K);
 
-/** Rows of W per task that matmul hands to one thread for M > 2 (a multiple of 12, 12..192; gemm_blocked.cc). */
+/** Rows of W per task that matmul hands to one thread for M > 2 (a power of two, 8..128; gemm_blocked.cc). */
 int64_t gemmRowsPerTask(int64_t K);
 
-/** True when FP8 weight w runs x-scaled (common.h): its scale·2^64 are finite (any block shape). */
+/** Smallest scale row-block (rows) that runs x-scaled: x is rescaled once per row block, at most 1/16 extra work. */
+constexpr int64_t kFp8XScaledMinRows = 16;
+
+/**
+ * True when FP8 weight w runs x-scaled (common.h): its scale·2^64 are finite and its scale row-blocks have at least
+ * kFp8XScaledMinRows rows (any k block). Other FP8 weights (e.g. per-row scales) take the dequantized-f32 path.
+ */
 inline bool fp8XScaled(const WeightView& w) {
-  return w.fmt == WFormat::FP8 && w.scaleEff != nullptr;
+  return w.fmt == WFormat::FP8 && w.scaleEff != nullptr && w.bn >= kFp8XScaledMinRows;
 }
 
 /**

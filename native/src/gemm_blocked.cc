@@ -75,9 +75,15 @@ class HugeFloats {
   int64_t cap_ = 0;
 };
 
-/** Weight rows per chunk for inner dimension K: about kChunkFloats floats, a multiple of 12, 12..192. */
+/**
+ * Weight rows per chunk for inner dimension K: at most about kChunkFloats floats, a power of two in 8..128, so chunks
+ * tile the 128-row scale blocks of FP8 checkpoints exactly (a chunk never spans two of them, and none is cut short).
+ */
 int64_t chunkRows(int64_t K) {
-  return std::max<int64_t>(12, std::min<int64_t>(192, kChunkFloats / std::max<int64_t>(roundUp8(K), 8) / 12 * 12));
+  const int64_t fit = kChunkFloats / std::max<int64_t>(roundUp8(K), 8);
+  int64_t rows = 8;
+  while (rows < 128 && rows * 2 <= fit) rows *= 2;
+  return rows;
 }
 
 /**
@@ -211,17 +217,22 @@ struct Scratch {
   float *wp, *row, *xTile, *acc, *xSlice;
 };
 
+/** chunkRows(K) rounded up to whole panels of kNR rows (a chunk's packed panels and accumulators). */
+int64_t paddedChunkRows(int64_t K) {
+  return (chunkRows(K) + kNR - 1) / kNR * kNR;
+}
+
 /**
  * Floats of one thread's scratch for inner dimension K: packed chunk, one decoded row, one x tile, accumulators, one
  * scaled x slice (FP8).
  */
 int64_t scratchFloats(int64_t K) {
-  const int64_t k8 = roundUp8(K), nb = chunkRows(K);
+  const int64_t k8 = roundUp8(K), nb = paddedChunkRows(K);
   return nb * k8 + k8 + kMR * k8 + nb * kMR * 8 + kMR * std::min(k8, kKC) + 16;
 }
 
 Scratch carveScratch(float* s, int64_t K) {
-  const int64_t k8 = roundUp8(K), nb = chunkRows(K);
+  const int64_t k8 = roundUp8(K), nb = paddedChunkRows(K);
   Scratch r;
   r.wp = s;
   r.row = r.wp + nb * k8;
@@ -319,7 +330,7 @@ void blockedMatmul(ThreadPool& pool, const float* x, int64_t M, int64_t ldx, con
     const int64_t len = std::min(segment, N - s0);
     int64_t n = (len + chunkRows(K) - 1) / chunkRows(K);
     if (segment == N) n = (n + threads - 1) / threads * threads;
-    const int64_t size = ((len + n - 1) / n + kNR - 1) / kNR * kNR;
+    const int64_t size = std::min(chunkRows(K), ((len + n - 1) / n + kNR - 1) / kNR * kNR);
     for (int64_t c = s0 + size; c < s0 + len; c += size) bounds.push_back(c);
     bounds.push_back(s0 + len);
   }

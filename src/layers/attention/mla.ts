@@ -114,10 +114,33 @@ function transposedBlockCols(d: MlaDims, bn: number): number | null {
 }
 
 /**
+ * Per-row block scales [rows, cols] (block size [1, bk]) regrouped into row blocks: the largest power of two b ≤ 128
+ * such that every b-aligned run of rows has the same scale row, giving [ceil(rows/b), cols] with block size [b, bk]
+ * — the same scale for every element. Row blocks let the native FP8 kernels scale the activation once per block
+ * (native/src/common.h) instead of once per row.
+ * @param scale [rows, cols] f32, one scale row per weight row
+ */
+function rowBlockedScale(scale: Float32Array, rows: number, cols: number, bk: number): BlockScale {
+  const uniform = (b: number): boolean => {
+    for (let n = 0; n < rows; n++) {
+      const head = n - (n % b);
+      for (let j = 0; j < cols; j++) if (scale[n * cols + j] !== scale[head * cols + j]) return false;
+    }
+    return true;
+  };
+  let b = 128;
+  while (b > 1 && !uniform(b)) b /= 2;
+  const blocks = Math.ceil(rows / b);
+  const data = new Float32Array(blocks * cols);
+  for (let i = 0; i < blocks; i++) data.set(scale.subarray(i * b * cols, (i * b + 1) * cols), i * cols);
+  return { data, shape: [blocks, cols], blockSize: [b, bk] };
+}
+
+/**
  * Rearranges kv_b_proj into {@link MlaAbsorbWeights} (once, at load): element (h·r + c, i) of wUkT = kvB[h·(dn+dv) + i, c],
- * element (h·dv + v, c) of wUv = kvB[h·(dn+dv) + dn + v, c]. FP8 block weights stay FP8 with one scale row per weight row
- * (block size [1, bk]); other encodings are permuted as they are; an FP8 layout whose blocks cannot follow the
- * transpose falls back to f32.
+ * element (h·dv + v, c) of wUv = kvB[h·(dn+dv) + dn + v, c]. FP8 block weights stay FP8 with the scales their rows
+ * inherit, grouped into the largest uniform row blocks (rowBlockedScale); other encodings are permuted as they are; an
+ * FP8 layout whose blocks cannot follow the transpose falls back to f32.
  * @param kvB [numHeads·(dn+dv), kvLoraRank] kv_b_proj (a backend Weight, or its dequantized f32 values)
  * @throws InternalError when kvB's shape does not match the dims
  */
@@ -154,7 +177,7 @@ export function prepareMlaAbsorbWeights(ops: Ops, kvB: Weight | Float32Array, d:
     for (let n = 0; n < H * dv; n++) for (let j = 0; j < uvCols; j++) uvScale[n * uvCols + j] = scaleAt((n / dv | 0) * (dn + dv) + dn + (n % dv), j * bk);
     const u8 = (len: number): Uint8Array => new Uint8Array(len);
     return pair('f8_e4m3', permute(w.data, u8, H * r, dn, ukSrc), permute(w.data, u8, H * dv, r, uvSrc),
-      { data: ukScale, shape: [H * r, ukCols], blockSize: [1, bkT] }, { data: uvScale, shape: [H * dv, uvCols], blockSize: [1, bk] });
+      rowBlockedScale(ukScale, H * r, ukCols, bkT), rowBlockedScale(uvScale, H * dv, uvCols, bk));
   }
   if (w.format === 'bf16' || w.format === 'f16') {
     const u16 = (len: number): Uint16Array => new Uint16Array(len);
