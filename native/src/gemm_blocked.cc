@@ -5,7 +5,8 @@
 //   blockedMatmulRange), so a tile's k-block slice (kMR × kKC floats) is one contiguous L1-resident block.
 // - Register tile kMR × kNR = 4 × 3: 12 eight-lane accumulators, 7 loads per 12 FMAs.
 // - FP8 (x-scaled, common.h): the panels hold the raw codes fp8·2^-120, a chunk never spans two scale row-blocks, and
-//   each x tile is scaled for the chunk's row block (x'' = x·scale·2^64) before the register tile; y = hsum8 · 2^56.
+//   each k-block slice of an x tile is scaled for the chunk's row block (x'' = x·scale·2^64) before the panels run
+//   over it; y = hsum8 · 2^56. Chunks are a power of two ≤ 128 rows, so they tile 128-row scale blocks exactly.
 // Both packings zero-pad k to a multiple of 8. Each y[m, n] is hsum8 of eight FMA lanes over ascending k (lane =
 // k mod 8), the accumulators carried between k blocks unchanged, so every result is bit-identical to the direct
 // path in gemm.cc whatever M, the blocking or the thread (batch invariance); FMAs on the zero padding add +0·+0
