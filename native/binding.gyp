@@ -17,7 +17,8 @@
         "src/attention.cc",
         "src/moe.cc",
         "src/mla_dsa.cc",
-        "src/sampling.cc"
+        "src/sampling.cc",
+        "src/huge_pages.cc"
       ],
       "cflags!": ["-fno-exceptions"],
       "cflags_cc!": ["-fno-exceptions", "-fno-rtti", "-std=gnu++17", "-std=gnu++20"],

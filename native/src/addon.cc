@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gemm.h"
+#include "huge_pages.h"
 #include "mla_dsa.h"
 #include "ops.h"
 #include "sampling.h"

@@ -13,8 +13,7 @@
 // exactly as the direct path's masked tail does.
 #include "gemm_blocked.h"
 #include "gemm.h"
-
-#include <sys/mman.h>
+#include "huge_pages.h"
 
 #include <algorithm>
 #include <array>
@@ -45,34 +44,32 @@ const int64_t kChunkFloats = blockingParam("TSG_GEMM_CHUNK", 65536, 8);  // pack
 int64_t roundUp8(int64_t k) { return (k + 7) & ~int64_t(7); }
 
 /**
- * A growable float buffer on transparent huge pages where the kernel grants them (MADV_HUGEPAGE; 4 KiB pages
- * otherwise). The packed x is re-read once per weight chunk, and on 4 KiB pages the TLB misses of that stream (nested
- * paging in a VM) cost about 10 points of peak (measured on Zen 3: M=512 N=K=2048 f32, 2 threads, 65 → 77 % of peak).
+ * A growable float buffer on transparent huge pages (mapHugePages; 4 KiB pages where THP is off). The packed x is
+ * re-read once per weight chunk, and on 4 KiB pages the TLB misses of that stream (nested paging in a VM) cost about
+ * 10 points of peak (measured on Zen 3: M=512 N=K=2048 f32, 2 threads, 65 → 77 % of peak).
  */
 class HugeFloats {
  public:
   HugeFloats() = default;
   HugeFloats(const HugeFloats&) = delete;
   HugeFloats& operator=(const HugeFloats&) = delete;
-  ~HugeFloats() { std::free(p_); }
+  ~HugeFloats() {
+    if (p_) unmapHugePages(p_, mapped_);
+  }
   /** At least n floats (contents unspecified when it grows); throws std::bad_alloc. */
   float* get(int64_t n) {
     if (n > cap_) {
-      constexpr size_t kHuge = size_t(2) << 20;
-      const size_t bytes = (static_cast<size_t>(n) * sizeof(float) + kHuge - 1) / kHuge * kHuge;
-      std::free(p_);
-      p_ = static_cast<float*>(std::aligned_alloc(kHuge, bytes));
-      cap_ = p_ ? static_cast<int64_t>(bytes / sizeof(float)) : 0;
+      if (p_) unmapHugePages(p_, mapped_);
+      p_ = static_cast<float*>(mapHugePages(static_cast<size_t>(n) * sizeof(float), &mapped_));
+      cap_ = p_ ? static_cast<int64_t>(mapped_ / sizeof(float)) : 0;
       if (!p_) throw std::bad_alloc();
-#ifdef MADV_HUGEPAGE
-      madvise(p_, bytes, MADV_HUGEPAGE);  // advisory
-#endif
     }
     return p_;
   }
 
  private:
   float* p_ = nullptr;
+  size_t mapped_ = 0;
   int64_t cap_ = 0;
 };
 

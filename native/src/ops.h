@@ -84,14 +84,5 @@ double measureFmaPeak(ThreadPool& pool, double seconds);
  */
 double measureReadBandwidth(ThreadPool& pool, int64_t bytes, int reps);
 
-/**
- * Maps `bytes` zeroed bytes 2 MiB aligned and advised for transparent huge pages before first touch
- * (MADV_HUGEPAGE; advisory: without THP the memory still works on 4 KiB pages). Returns nullptr when the memory
- * cannot be mapped (no exception); *mappedLen receives the length to pass to unmapHugePages.
- */
-void* mapHugePages(size_t bytes, size_t* mappedLen);
-
-/** Releases a mapping of mapHugePages (p, mappedLen as returned). */
-void unmapHugePages(void* p, size_t mappedLen);
 
 }  // namespace tsg
