@@ -16,6 +16,7 @@ import { SimpleBatchContext } from '../layers/index.js';
 import { KVPool } from '../mem_cache/index.js';
 import { loadModel } from '../models/index.js';
 import type { CausalLM } from '../models/index.js';
+import { argmax } from './logits.js';
 
 const USAGE = `usage: tsglang bench-one-batch --model-path DIR [--batch-size B ...] [--input-len L ...] [--output-len N ...]
                                [--threads T] [--run-name NAME] [--result-filename FILE] [--log-decode-step K]
@@ -142,27 +143,15 @@ export function parseBenchOneBatchArgs(argv: readonly string[]): BenchOneBatchAr
 }
 
 /**
- * Greedy pick per row: the first largest logit (`best = 0; for i ≥ 1: if (s[i] > s[best]) best = i`).
- * @param argmax the native version of that loop (the engine's greedy sampler uses it; ~10× faster), or null
+ * Greedy pick per row: the first largest logit (logits.ts `argmax`, or the addon's identical native loop).
+ * @param logits [rows, vocab] f32
+ * @param nativeArgmax the addon's argmaxF32 (the engine's greedy sampler uses it; ~10× faster), or null
  */
-function argmaxRows(logits: Float32Array, rows: number, vocab: number, argmax: ArgmaxFn | null): number[] {
+function argmaxRows(logits: Float32Array, rows: number, vocab: number, nativeArgmax: ArgmaxFn | null): number[] {
   const out: number[] = [];
   for (let r = 0; r < rows; r++) {
-    const o = r * vocab;
-    if (argmax) {
-      out.push(argmax(logits.subarray(o, o + vocab), vocab));
-      continue;
-    }
-    let best = 0;
-    let bestV = logits[o];
-    for (let i = 1; i < vocab; i++) {
-      const v = logits[o + i];
-      if (v > bestV) {
-        bestV = v;
-        best = i;
-      }
-    }
-    out.push(best);
+    const row = logits.subarray(r * vocab, (r + 1) * vocab);
+    out.push(nativeArgmax ? nativeArgmax(row, vocab) : argmax(row));
   }
   return out;
 }

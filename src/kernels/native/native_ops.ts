@@ -84,8 +84,9 @@ export class NativeOps implements Ops {
    */
   allocateKvBuffer(floats: number): Float32Array {
     assert(Number.isInteger(floats) && floats >= 0, () => `allocateKvBuffer: bad length ${floats}`);
-    const ab = floats * 4 >= KV_HUGE_MIN_BYTES ? this.addon.allocWeightMemory?.(floats * 4) ?? null : null;
-    return ab ? new Float32Array(ab) : new Float32Array(floats);
+    if (floats * 4 < KV_HUGE_MIN_BYTES) return new Float32Array(floats);
+    const bytes = this.hugeBytes(floats * 4);
+    return new Float32Array(bytes.buffer, bytes.byteOffset, floats);
   }
 
   private hugeBytes(byteLength: number): Uint8Array {
