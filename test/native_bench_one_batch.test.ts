@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FIXTURES_DIR, NEEDS_SHARED, TSGLANG_BIN } from './helpers/paths.js';
-import { parseBenchOneBatchArgs, syntheticPrompts } from '../src/cli/bench_one_batch.js';
+import { checkSweepFitsContext, parseBenchOneBatchArgs, syntheticPrompts } from '../src/cli/bench_one_batch.js';
 
 test('parseBenchOneBatchArgs: nargs+ sweeps, defaults, bad values name the flag', () => {
   const a = parseBenchOneBatchArgs(['--model-path', 'M', '--batch-size', '1', '8', '32', '--input-len', '512', '--output-len', '4', '--threads', '1']);
@@ -17,6 +17,21 @@ test('parseBenchOneBatchArgs: nargs+ sweeps, defaults, bad values name the flag'
   assert.throws(() => parseBenchOneBatchArgs(['--batch-size', '1']), /--model-path is required/);
   assert.throws(() => parseBenchOneBatchArgs(['--model-path', 'M', '--threads', 'x']), /--threads/);
   assert.throws(() => parseBenchOneBatchArgs(['--model-path', 'M', '--backend', 'gpu']), /backend must be one of/);
+});
+
+test('checkSweepFitsContext: the longest input + output must fit the context; the error names both flags', () => {
+  checkSweepFitsContext([1024, 4080], [16], 4096);
+  assert.throws(() => checkSweepFitsContext([1024, 4096], [1], 4096),
+    /^InvalidRequestError: --input-len 4096 \+ --output-len 1 = 4097 tokens exceeds the model's context length \(4096 tokens, max_position_embeddings in config.json\)/);
+  assert.throws(() => checkSweepFitsContext([8], [16, 4089], 4096), /--output-len 4089 = 4097 tokens exceeds/);
+});
+
+test('tsglang bench-one-batch with --input-len past the context stops before loading weights: exit 2, message on stderr', NEEDS_SHARED, () => {
+  const r = spawnSync(process.execPath, [TSGLANG_BIN, 'bench-one-batch', '--model-path', join(FIXTURES_DIR, 'tiny-minimax-m2'),
+    '--input-len', '200000', '--output-len', '4', '--threads', '1', '--result-filename', ''], { encoding: 'utf8' });
+  assert.equal(r.status, 2);
+  assert.equal(r.stdout, '');
+  assert.equal(r.stderr, "tsglang bench-one-batch: --input-len 200000 + --output-len 4 = 200004 tokens exceeds the model's context length (196608 tokens, max_position_embeddings in config.json); use a smaller --input-len or --output-len\n");
 });
 
 test('syntheticPrompts: ids below min(10000, vocab), deterministic per seed', () => {

@@ -9,7 +9,7 @@
 import { appendFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { InvalidRequestError, Logger, Rng, TsglangError } from '../common/index.js';
-import { readKernelEnv } from '../config/index.js';
+import { loadModelConfig, readKernelEnv } from '../config/index.js';
 import { createOps, defaultThreads, loadNativeAddon, parseOpsBackend } from '../kernels/index.js';
 import type { OpsBackend } from '../kernels/index.js';
 import { SimpleBatchContext } from '../layers/index.js';
@@ -143,6 +143,24 @@ export function parseBenchOneBatchArgs(argv: readonly string[]): BenchOneBatchAr
 }
 
 /**
+ * Refuses a sweep whose longest sequence does not fit the model's context: prefill positions 0..L-1 plus N-1 decode
+ * positions must stay below the context length (SGLang's total-token rule, input + output ≤ context_len), else the
+ * rotary tables and attention run past what the model was built for and the figures mean nothing.
+ * @param contextLength the model's context length (config.json max_position_embeddings, as `serve` derives it)
+ * @throws InvalidRequestError naming --input-len / --output-len, the total and the context length
+ */
+export function checkSweepFitsContext(inputLen: readonly number[], outputLen: readonly number[], contextLength: number): void {
+  const il = Math.max(...inputLen);
+  const ol = Math.max(...outputLen);
+  if (il + ol > contextLength) {
+    throw new InvalidRequestError(
+      `--input-len ${il} + --output-len ${ol} = ${il + ol} tokens exceeds the model's context length (${contextLength} tokens, max_position_embeddings in config.json); use a smaller --input-len or --output-len`,
+      'input-len',
+    );
+  }
+}
+
+/**
  * Greedy pick per row: the first largest logit (logits.ts `argmax`, or the addon's identical native loop).
  * @param logits [rows, vocab] f32
  * @param nativeArgmax the addon's argmaxF32 (the engine's greedy sampler uses it; ~10× faster), or null
@@ -252,6 +270,13 @@ export async function run(argv: string[]): Promise<number> {
   }
   const logger = new Logger('info');
   const print = (line: string): void => void process.stdout.write(line + '\n');
+  try {
+    checkSweepFitsContext(args.inputLen, args.outputLen, loadModelConfig(args.modelPath, args.overrideArgs ?? {}).maxPositionEmbeddings);
+  } catch (err) {
+    if (!(err instanceof TsglangError)) throw err;
+    process.stderr.write(`tsglang bench-one-batch: ${err.message}\n`);
+    return err instanceof InvalidRequestError ? 2 : 1;
+  }
   try {
     const ops = createOps({ backend: args.backend, threads: args.threads, env: readKernelEnv() });
     logger.info(`bench-one-batch: backend ${ops.name}, threads ${args.threads}`);
