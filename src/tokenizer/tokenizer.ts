@@ -4,6 +4,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Tokenizer as HfTokenizerCore } from '@huggingface/tokenizers';
 import { ModelLoadError } from '../common/index.js';
+import { minTokenCountOf, tokenBoundOf, type TokenBound } from './token_bound.js';
 
 /** Options of {@link Tokenizer.encode}. */
 export interface EncodeOptions {
@@ -53,6 +54,12 @@ export interface Tokenizer {
    * @returns ids [numTokens] as plain numbers
    */
   encode(text: string, options?: EncodeOptions): number[];
+  /**
+   * A lower bound on `encode(text, {addSpecialTokens: false}).length`, computed without tokenizing (O(text length)):
+   * ceil(UTF-8 bytes / the most bytes one token can stand for). 0 when the tokenizer admits no such bound.
+   * Lets a caller refuse a text that cannot fit a context before paying for its tokenization.
+   */
+  minTokenCount(text: string): number;
   /**
    * Ids → text (whole-sequence decode; for streaming use IncrementalDetokenizer).
    * @throws InvalidRequestError never; unknown ids decode to the empty string
@@ -126,6 +133,12 @@ export class HfTokenizer implements Tokenizer {
   readonly eosTokenIds: readonly number[];
   readonly padTokenId: number | null;
   readonly chatTemplate: string | null;
+  /**
+   * The most UTF-8 bytes of input one token can stand for (token_bound.ts: longest vocabulary entry, added token or
+   * unk piece, in input bytes), or null when this tokenizer's normalizer / pre-tokenizer may shrink or drop text.
+   */
+  readonly maxTokenBytes: number | null;
+  private readonly tokenBound: TokenBound | null;
   private readonly core: HfTokenizerCore;
   private readonly special: Set<number>;
   private readonly bytesById: Uint8Array[];
@@ -209,6 +222,11 @@ export class HfTokenizer implements Tokenizer {
     this.eosTokenIds = [...eosIds].sort((a, b) => a - b);
     const tpl = tokenizerConfig.chat_template;
     this.chatTemplate = typeof tpl === 'string' ? tpl : chatTemplateFile;
+
+    // 4. token-count lower bound (refusing over-long prompts before tokenizing them)
+    const normalizer = this.core.normalizer;
+    this.tokenBound = tokenBoundOf(tokenizerJson, tokenizerConfig, (s) => (normalizer ? normalizer.normalize(s) : s));
+    this.maxTokenBytes = this.tokenBound?.maxTokenBytes ?? null;
   }
 
   private lookupConfigToken(text: string | null, field: string): number | null {
@@ -231,6 +249,10 @@ export class HfTokenizer implements Tokenizer {
       if (this.addEosToken && eos !== undefined && ids[ids.length - 1] !== eos) ids.push(eos);
     }
     return ids;
+  }
+
+  minTokenCount(text: string): number {
+    return minTokenCountOf(this.tokenBound, text);
   }
 
   decode(ids: readonly number[], options: DecodeOptions = {}): string {
