@@ -34,17 +34,26 @@ export class TokenizerManager {
   }
 
   /**
-   * Tokenizes and validates one request (TokenizerManager._validate_one_request).
-   * @throws InvalidRequestError for bad fields (named), ContextLengthExceededError for over-long requests
+   * Tokenizes and validates one request (TokenizerManager._validate_one_request). Cheap checks come first, and a
+   * text that provably cannot fit the context is refused before it is tokenized (see tokenizeText).
+   * @throws InvalidRequestError for bad fields (named: input_ids out of the vocabulary, top_logprobs_num outside
+   *   [0, vocabSize], sampling params), ContextLengthExceededError for over-long requests
    */
   prepare(req: GenerateRequest, nowMs: number): PreparedRequest {
-    const hasText = typeof req.text === 'string';
+    if (typeof req.text === 'string' && req.textSegments !== undefined) throw new InvalidRequestError('Only one of text and text segments should be provided.', 'text');
+    const hasText = typeof req.text === 'string' || Array.isArray(req.textSegments);
     const hasIds = Array.isArray(req.inputIds);
     if (hasText === hasIds) throw new InvalidRequestError('Either text or input_ids should be provided.', hasText ? 'text' : 'input_ids');
+    const vocabSize = this.info.vocabSize;
+    const requestedTopLogprobs = req.topLogprobsNum ?? 0;
+    if (!Number.isInteger(requestedTopLogprobs) || requestedTopLogprobs < 0 || requestedTopLogprobs > vocabSize) {
+      // SGLang TokenizerManager: a bound on the top-k work per position, checked before any tokenization
+      throw new InvalidRequestError(`top_logprobs_num must be in [0, ${vocabSize}], got ${String(requestedTopLogprobs)}.`, 'top_logprobs_num');
+    }
     let inputIds: number[];
     if (hasText) {
       if (!this.tokenizer) throw new InvalidRequestError('text input requires a tokenizer (the server runs with --skip-tokenizer-init).', 'text');
-      inputIds = this.tokenizer.encode(req.text!, { addSpecialTokens: req.addSpecialTokens ?? true });
+      inputIds = this.tokenizeText(this.tokenizer, req);
     } else {
       inputIds = [...req.inputIds!];
       for (const id of inputIds) {
@@ -61,9 +70,7 @@ export class TokenizerManager {
     const ctx = this.info.contextLength;
     let maxNew = params0.maxNewTokens;
     if (inputIds.length >= ctx) {
-      if (!this.allowAutoTruncate) {
-        throw new ContextLengthExceededError(`The input (${inputIds.length} tokens) is longer than the model's context length (${ctx} tokens).`);
-      }
+      if (!this.allowAutoTruncate) throw inputTooLongError(String(inputIds.length), ctx);
       inputIds = inputIds.slice(0, ctx - 1);
     }
     if (maxNew !== null && inputIds.length + maxNew >= ctx) {
@@ -89,7 +96,7 @@ export class TokenizerManager {
     if (logprobStartLen >= inputIds.length) {
       throw new InvalidRequestError(`logprob_start_len (${logprobStartLen}) is greater than or equal to the input length (${inputIds.length}).`, 'logprob_start_len');
     }
-    const topLogprobsNum = returnLogprob ? Math.max(0, req.topLogprobsNum ?? 0) : 0;
+    const topLogprobsNum = returnLogprob ? requestedTopLogprobs : 0;
     const detok: DetokOptions = { skipSpecialTokens: params.skipSpecialTokens, stop: params.stopStrs, noStopTrim: params.noStopTrim };
     const seed0 = params.seed ?? (this.baseSeed * 1000003 + ++this.counter * 7919) % 2147483647;
     const choices = Array.from({ length: params.n }, (_, i) => ({
@@ -108,4 +115,62 @@ export class TokenizerManager {
     }));
     return { inputIds, params, choices };
   }
+
+  /**
+   * Tokenizes `text` (special tokens as `addSpecialTokens` says) or `textSegments` (each without special tokens,
+   * ids concatenated), refusing first, without tokenizing, a text whose token lower bound
+   * (Tokenizer.minTokenCount) already reaches the context length. With --allow-auto-truncate such a text is cut
+   * to a prefix whose bound still exceeds the context (so the result is truncated to the context as before, but
+   * only a bounded prefix is tokenized; near the cut the ids can differ from tokenizing the whole text).
+   * @throws ContextLengthExceededError (SGLang's over-length message, "at least N tokens")
+   */
+  private tokenizeText(tokenizer: Tokenizer, req: GenerateRequest): number[] {
+    const ctx = this.info.contextLength;
+    const segments = req.textSegments ?? [req.text as string];
+    const addSpecialTokens = req.textSegments === undefined && (req.addSpecialTokens ?? true);
+    let minTokens = 0;
+    for (const s of segments) minTokens += tokenizer.minTokenCount(s);
+    let texts: readonly string[] = segments;
+    if (minTokens >= ctx) {
+      if (!this.allowAutoTruncate) throw inputTooLongError(`at least ${minTokens}`, ctx);
+      texts = prefixReaching(tokenizer, segments, ctx + 1);
+    }
+    return texts.length === 1
+      ? tokenizer.encode(texts[0], { addSpecialTokens })
+      : texts.flatMap((t) => tokenizer.encode(t, { addSpecialTokens: false }));
+  }
+}
+
+/**
+ * SGLang's error for an input longer than the context (tokenizer_manager.py _validate_one_request), 400.
+ * @param numTokens the input's token count, or "at least N" when only a lower bound is known (not tokenized)
+ */
+export function inputTooLongError(numTokens: string, contextLength: number): ContextLengthExceededError {
+  return new ContextLengthExceededError(`The input (${numTokens} tokens) is longer than the model's context length (${contextLength} tokens).`);
+}
+
+/**
+ * The shortest leading part of `texts` (whole texts, then a prefix of one, found by doubling its length) whose
+ * token lower bound reaches `minTokens`: tokenizing it gives at least `minTokens` tokens, at a cost bounded by
+ * about 2·minTokens·maxTokenBytes bytes instead of the whole input.
+ */
+function prefixReaching(tokenizer: Tokenizer, texts: readonly string[], minTokens: number): string[] {
+  const out: string[] = [];
+  let need = minTokens;
+  for (const text of texts) {
+    const n = tokenizer.minTokenCount(text);
+    if (n < need) { out.push(text); need -= n; continue; }
+    for (let len = need; ; len *= 2) {
+      if (len >= text.length) { out.push(text); break; }
+      const cut = len + (isHighSurrogate(text.charCodeAt(len - 1)) ? 1 : 0);
+      const prefix = text.slice(0, cut);
+      if (tokenizer.minTokenCount(prefix) >= need) { out.push(prefix); break; }
+    }
+    break;
+  }
+  return out;
+}
+
+function isHighSurrogate(c: number): boolean {
+  return c >= 0xd800 && c <= 0xdbff;
 }

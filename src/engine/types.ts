@@ -19,12 +19,17 @@ export type { SamplingParamsInput, SchedulePolicy };
  */
 export type FinishReason = FinishReasonData;
 
-/** One generation request as the server hands it to the engine. Exactly one of `text` / `inputIds`. */
+/** One generation request as the server hands it to the engine. Exactly one of `text` / `textSegments` / `inputIds`. */
 export interface GenerateRequest {
   /** Request id (the server makes a uuid hex when the client gave none). With n > 1 choice i runs as `${rid}-${i}` internally. */
   readonly rid: string;
   /** Prompt text (already chat-templated by the server); tokenized by the engine (BOS as tokenizer_config says). */
   readonly text?: string;
+  /**
+   * Prompt text in segments that must be tokenized one by one (e.g. the DeepSeek-V3.2 encoder's prompt and an
+   * assistant prefix): each is encoded without special tokens and the ids concatenated. Exclusive with `text`.
+   */
+  readonly textSegments?: readonly string[];
   /** Prompt token ids (used as-is). */
   readonly inputIds?: readonly number[];
   /** Sampling parameters, camelCase, unset fields take SGLang's defaults (serving-spec §2.5). `n` handled by the engine. */
