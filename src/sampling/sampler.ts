@@ -67,9 +67,21 @@ export function logSoftmax(x: Float32Array, out: Float32Array): void {
   for (let i = 0; i < x.length; i++) out[i] = x[i] - lse;
 }
 
-/** Top-n [logprob, id] of a logprob row, descending, ties by lower id. */
+/** Above this n, topLogprobsOf sorts the whole row (O(V log V)) instead of keeping a sorted list (O(V·n)). */
+const TOP_BY_INSERTION_MAX = 256;
+
+/**
+ * Top-n [logprob, id] of a logprob row, descending, ties by lower id (n ≥ V: the whole row).
+ * Small n keeps a sorted list of the best n (fast for the usual 0..20); large n (top_logprobs_num may be up to the
+ * vocabulary size) sorts all ids, so the cost stays O(V log V) instead of O(V·n).
+ */
 export function topLogprobsOf(lp: Float32Array, n: number): [number, number][] {
   if (n <= 0) return [];
+  if (n > TOP_BY_INSERTION_MAX) {
+    const ids = Array.from({ length: lp.length }, (_, i) => i);
+    ids.sort((a, b) => lp[b] - lp[a] || a - b);
+    return ids.slice(0, n).map((i) => [lp[i], i]);
+  }
   const top: [number, number][] = [];
   for (let i = 0; i < lp.length; i++) {
     const v = lp[i];
