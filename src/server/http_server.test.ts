@@ -265,6 +265,61 @@ test('chat: empty messages → SGLang\'s 400 body "Messages cannot be empty."', 
   }
 });
 
+test('chat: top_logprobs outside OpenAI\'s 0..20 → 400 naming the field; 0 and 20 are served', async () => {
+  const chat = (extra: Record<string, unknown>) => post('/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], max_tokens: 1, ...extra });
+  for (const [top, logprobs] of [[30, true], [-1, true], [21, false]] as const) {
+    const res = await chat({ logprobs, top_logprobs: top });
+    assert.equal(res.status, 400);
+    assert.deepEqual(await json(res), { object: 'error', message: `top_logprobs must be in [0, 20], got ${top}.`, type: 'BadRequestError', param: 'top_logprobs', code: 400 });
+  }
+  for (const top of [0, 20]) {
+    const res = await chat({ logprobs: true, top_logprobs: top });
+    assert.equal(res.status, 200);
+    assert.equal((await json(res)).choices[0].logprobs.content[0].top_logprobs.length, top);
+    assert.equal(engine.lastRequest?.topLogprobsNum, top);
+  }
+});
+
+test('/v1/tokenize: counts, batch, and a prompt that cannot fit the context is refused without tokenizing it', async () => {
+  const one = await json(post('/v1/tokenize', { prompt: 'Hello world!' }));
+  assert.deepEqual(one, { tokens: tok.encode('Hello world!'), count: 4, max_model_len: CONTEXT_LEN });
+  const two = await json(post('/tokenize', { prompt: ['a', 'b c'], add_special_tokens: false }));
+  assert.deepEqual(two.count, [1, 2]);
+  // 30 MB of one letter: ≥ 234375 tokens whatever the merges (a token stands for ≤ 128 bytes), > 64
+  for (const prompt of ['a'.repeat(30_000_000), ['hi', 'a'.repeat(CONTEXT_LEN * 128)]]) {
+    const res = await post('/v1/tokenize', { prompt });
+    assert.equal(res.status, 400);
+    const n = typeof prompt === 'string' ? 234375 : CONTEXT_LEN;
+    assert.deepEqual(await json(res), {
+      object: 'error', message: `The input (at least ${n} tokens) is longer than the model's context length (${CONTEXT_LEN} tokens).`,
+      type: 'BadRequestError', param: null, code: 400,
+    });
+  }
+  assert.equal((await fetch(`${base}/health`)).status, 200);
+});
+
+test('/v1/detokenize: ids outside the vocabulary → 400 DecodeError (not ""), non-integers → 400, batches decode to a list', async () => {
+  const ids = tok.encode('Hello world!', { addSpecialTokens: false });
+  assert.deepEqual(await json(post('/v1/detokenize', { tokens: ids })), { text: 'Hello world!' });
+  assert.deepEqual(await json(post('/detokenize', { tokens: [ids, ids.slice(0, 1)] })), { text: ['Hello world!', 'Hello'] });
+  assert.deepEqual(await json(post('/v1/detokenize', { tokens: [] })), { text: '' });
+  for (const bad of [99999999, -1, tok.vocabSize]) {
+    const res = await post('/v1/detokenize', { tokens: [ids[0], bad] });
+    assert.equal(res.status, 400);
+    assert.deepEqual(await json(res), {
+      object: 'error', type: 'DecodeError', param: null, code: 400,
+      message: `Error decoding tokens: token id ${bad} is outside the vocabulary [0, ${tok.vocabSize - 1}]. Input tokens might be invalid for the model.`,
+    });
+  }
+  for (const tokens of [[1.5], 'abc', [[1], 2]]) {
+    const res = await post('/v1/detokenize', { tokens });
+    assert.equal(res.status, 400);
+    const b = await json(res);
+    assert.equal(b.message, "Invalid input: 'tokens' must be a list of integers or a list of lists of integers.");
+    assert.equal(b.param, 'tokens');
+  }
+});
+
 test('chat: tools offered (tool_choice != "none") → skip_special_tokens false; otherwise the request\'s value', async () => {
   const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
   const msgs = [{ role: 'user', content: 'weather?' }];

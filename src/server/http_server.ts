@@ -4,13 +4,13 @@
 // heavy is the engine's (a worker thread).
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { InvalidRequestError } from '../common/index.js';
 import { SSE_CONTENT_TYPE } from '../protocol/index.js';
 import type { ModelCard } from '../protocol/index.js';
 import type { Exchange, ServerDeps } from './context.js';
 import { handleChatCompletion } from './serving_chat.js';
 import { handleCompletion } from './serving_completions.js';
 import { handleGenerate } from './serving_generate.js';
+import { handleDetokenize, handleTokenize } from './serving_tokenize.js';
 import {
   METHOD_NOT_ALLOWED, ROUTE_NOT_FOUND, UNAUTHORIZED, invalidJsonError, modelNotFoundError, toHttpError, unsupportedMediaError,
   type HttpError,
@@ -238,10 +238,10 @@ const ROUTES: Record<string, Route> = {
       ex.sendText(200, await m.render(), 'text/plain; version=0.0.4; charset=utf-8');
     },
   },
-  '/v1/tokenize': { methods: ['POST'], json: true, handle: (s, ex, body) => tokenize(s, ex, body) },
-  '/tokenize': { methods: ['POST'], json: true, handle: (s, ex, body) => tokenize(s, ex, body) },
-  '/v1/detokenize': { methods: ['POST'], json: true, handle: (s, ex, body) => detokenize(s, ex, body) },
-  '/detokenize': { methods: ['POST'], json: true, handle: (s, ex, body) => detokenize(s, ex, body) },
+  '/v1/tokenize': { methods: ['POST'], json: true, handle: (s, ex, body) => handleTokenize(s.depsForRoutes, ex, body) },
+  '/tokenize': { methods: ['POST'], json: true, handle: (s, ex, body) => handleTokenize(s.depsForRoutes, ex, body) },
+  '/v1/detokenize': { methods: ['POST'], json: true, handle: (s, ex, body) => handleDetokenize(s.depsForRoutes, ex, body) },
+  '/detokenize': { methods: ['POST'], json: true, handle: (s, ex, body) => handleDetokenize(s.depsForRoutes, ex, body) },
 };
 
 function modelInfo(s: HttpServer): Record<string, unknown> {
@@ -283,28 +283,4 @@ async function serverInfo(s: HttpServer, ex: Exchange): Promise<void> {
     }],
     version: d.version,
   });
-}
-
-async function tokenize(s: HttpServer, ex: Exchange, body: unknown): Promise<void> {
-  const { tokenizer, engine } = s.depsForRoutes;
-  const b = (body ?? {}) as { prompt?: unknown; add_special_tokens?: unknown };
-  const fail = (msg: string, param: string) => { const e = toHttpError(new InvalidRequestError(msg, param)); ex.sendJson(e.status, e.body); };
-  if (!tokenizer) { fail('the tokenizer is not initialized (--skip-tokenizer-init)', 'prompt'); return; }
-  const prompts = typeof b.prompt === 'string' ? [b.prompt] : Array.isArray(b.prompt) && b.prompt.every((p) => typeof p === 'string') ? (b.prompt as string[]) : null;
-  if (!prompts) { fail('prompt must be a string or a list of strings', 'prompt'); return; }
-  const add = b.add_special_tokens !== false;
-  const toks = prompts.map((p) => tokenizer.encode(p, { addSpecialTokens: add }));
-  const single = typeof b.prompt === 'string';
-  ex.sendJson(200, { tokens: single ? toks[0] : toks, count: single ? toks[0].length : toks.map((t) => t.length), max_model_len: engine.info.contextLength });
-}
-
-async function detokenize(s: HttpServer, ex: Exchange, body: unknown): Promise<void> {
-  const { tokenizer } = s.depsForRoutes;
-  const b = (body ?? {}) as { tokens?: unknown; skip_special_tokens?: unknown };
-  if (!tokenizer || !Array.isArray(b.tokens) || !b.tokens.every((t) => Number.isInteger(t))) {
-    const e = toHttpError(new InvalidRequestError('tokens must be a list of token ids (and the tokenizer initialized)', 'tokens'));
-    ex.sendJson(e.status, e.body);
-    return;
-  }
-  ex.sendJson(200, { text: tokenizer.decode(b.tokens as number[], { skipSpecialTokens: b.skip_special_tokens !== false }) });
 }

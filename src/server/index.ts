@@ -10,3 +10,4 @@ export * from './request_utils.js';
 export * from './serving_chat.js';
 export * from './serving_completions.js';
 export * from './serving_generate.js';
+export * from './serving_tokenize.js';

@@ -10,6 +10,9 @@ import type { ChatDelta, ChatParseRequest } from './chat_output.js';
 import { abortHttpError, parseOrReply, toHttpError } from './http_errors.js';
 import { collectChoices, matchedStop, newRid, nowSeconds, openaiFinishReason, openaiSamplingParams, type ChoiceResult } from './request_utils.js';
 
+/** The most alternatives per position `top_logprobs` may ask for (OpenAI's chat API: an integer in 0..20). */
+export const MAX_TOP_LOGPROBS = 20;
+
 /**
  * OpenAI chat logprobs from engine [logprob, id] pairs.
  * @param tokenLps [numTokens] sampled token logprobs
@@ -62,6 +65,10 @@ export async function handleChatCompletion(deps: ServerDeps, ex: Exchange, body:
     if (req.response_format && req.response_format.type !== 'text') {
       throw new UnsupportedFeatureError(`response_format '${req.response_format.type}' (grammar-constrained decoding) is not supported by tsglang yet`);
     }
+    const topLogprobs = req.top_logprobs;
+    if (topLogprobs !== null && topLogprobs !== undefined && (topLogprobs < 0 || topLogprobs > MAX_TOP_LOGPROBS)) {
+      throw new InvalidRequestError(`top_logprobs must be in [0, ${MAX_TOP_LOGPROBS}], got ${topLogprobs}.`, 'top_logprobs');
+    }
     if (!deps.chatPrompt) throw new InvalidRequestError('this model has no chat template; pass --chat-template FILE or use /v1/completions', 'messages');
     const prompt = deps.chatPrompt.build(body as Record<string, unknown>, rawBody);
     const modelDefaults = deps.config.samplingDefaults === 'model' ? deps.engine.info.defaultSamplingParams : null;
@@ -73,12 +80,9 @@ export async function handleChatCompletion(deps: ServerDeps, ex: Exchange, body:
     const wantLogprobs = req.logprobs === true;
     if (deps.config.logRequests) deps.logger.info(`Receive: obj=ChatCompletion(rid=${rid}, model=${model}, stream=${req.stream === true}, max_tokens=${samplingParams.maxNewTokens ?? 'None'})`);
     deps.metrics?.onRequestStart();
-    const inputIds = deps.tokenizer && prompt.segments.length > 1
-      ? prompt.segments.flatMap((s) => deps.tokenizer!.encode(s, { addSpecialTokens: false }))
-      : undefined;
     iter = deps.engine.generate({
       rid,
-      ...(inputIds ? { inputIds } : { text: prompt.text }),
+      ...(prompt.segments.length > 1 ? { textSegments: prompt.segments } : { text: prompt.text }),
       addSpecialTokens: false,
       samplingParams,
       stream: req.stream === true,
