@@ -186,6 +186,60 @@ test('bad requests → SGLang status and error body; the server stays healthy af
   assert.match(metrics, /sglang:num_running_reqs\{model_name="[^"]+"\} 0/);
 });
 
+test('huge prompts are refused before tokenization on every route (SGLang\'s over-length 400), the server stays responsive', async () => {
+  // 30 MB of one letter: the BPE of that single word used to run the heap out after ~5 minutes
+  const huge = 'a'.repeat(30_000_000);
+  const atLeast = (n: number) => `The input (at least ${n} tokens) is longer than the model's context length (${CONTEXT_LEN} tokens).`;
+  const openaiError = (n: number) => ({ object: 'error', message: atLeast(n), type: 'BadRequestError', param: null, code: 400 });
+  const completion = post('/v1/completions', { prompt: huge, max_tokens: 1 });
+  // /health answers while the huge body is being handled (nothing blocks the event loop for long)
+  assert.equal((await fetch(`${base}/health`)).status, 200);
+  let res = await completion;
+  assert.equal(res.status, 400);
+  assert.deepEqual(await json(res), openaiError(234375));
+  const mb = 'a'.repeat(1_000_000);
+  res = await post('/v1/completions', { prompt: ['hello', mb], max_tokens: 1 });
+  assert.deepEqual([res.status, await json(res)], [400, openaiError(7813)]);
+  res = await post('/v1/chat/completions', { messages: [{ role: 'user', content: mb }] });
+  assert.equal(res.status, 400);
+  assert.match((await json(res)).message, /^The input \(at least 78\d\d tokens\) is longer than the model's context length \(4096 tokens\)\.$/);
+  for (const text of [mb, ['hello', mb]]) {
+    res = await post('/generate', { text, sampling_params: { max_new_tokens: 1 } });
+    assert.deepEqual([res.status, await json(res)], [400, { error: { message: atLeast(7813) } }]);
+  }
+  res = await post('/v1/tokenize', { prompt: mb });
+  assert.deepEqual([res.status, await json(res)], [400, openaiError(7813)]);
+  await assertHealthy();
+});
+
+test('logprob counts and token ids out of range → 400 with SGLang\'s bodies; the server stays healthy', async () => {
+  let res = await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], logprobs: true, top_logprobs: 30 });
+  assert.deepEqual([res.status, await json(res)], [400, { object: 'error', message: 'top_logprobs must be in [0, 20], got 30.', type: 'BadRequestError', param: 'top_logprobs', code: 400 }]);
+  res = await post('/v1/completions', { prompt: 'hi', max_tokens: 1, logprobs: -1 });
+  assert.equal(res.status, 400);
+  const lp = await json(res);
+  assert.match(lp.message, /^top_logprobs_num must be in \[0, \d+\], got -1\.$/);
+  assert.deepEqual([lp.type, lp.param], ['BadRequestError', 'top_logprobs_num']);
+  res = await post('/v1/completions', { prompt: 'hi', max_tokens: 1, logprobs: 999999 });
+  assert.match((await json(res)).message, /^top_logprobs_num must be in \[0, \d+\], got 999999\.$/);
+  res = await post('/generate', { text: 'hi', return_logprob: true, top_logprobs_num: -1, sampling_params: { max_new_tokens: 1 } });
+  assert.equal(res.status, 400);
+  assert.match((await json(res)).error.message, /^top_logprobs_num must be in \[0, \d+\], got -1\.$/);
+  for (const input_ids of [[1, -2], [[1, 2], [3, -4]]]) {
+    res = await post('/generate', { input_ids, sampling_params: { max_new_tokens: 1 } });
+    assert.equal(res.status, 400);
+    assert.match((await json(res)).error.message, /^input_ids must be integers in \[0, \d+\], got -[24]\.$/);
+  }
+  res = await post('/v1/completions', { prompt: [1, -2], max_tokens: 1 });
+  assert.deepEqual([res.status, (await json(res)).param], [400, 'input_ids']);
+  res = await post('/v1/completions', { prompt: [1, 2.5], max_tokens: 1 });
+  assert.equal(res.status, 400);
+  res = await post('/v1/detokenize', { tokens: [99999999] });
+  assert.equal(res.status, 400);
+  assert.equal((await json(res)).type, 'DecodeError');
+  await assertHealthy();
+});
+
 test('a client that disconnects aborts its request (the engine has nothing running afterwards)', async () => {
   const ac = new AbortController();
   const res = await fetch(`${base}/generate`, {
