@@ -62,4 +62,7 @@ test('parseWire names the offending field: absent prompt is "Field required", un
   assert.match(g.message, /^1 validation error: sampling_params\.max_new_tokens: Invalid input: expected number, received string$/);
   const gl = msg(GenerateReqInputSchema, { text: ['a', 'b'], sampling_params: [{}, { temperature: 'hot' }] });
   assert.equal(gl.param, 'sampling_params.1.temperature');
+  // a token-id prompt with a fractional id: the int-list member (one issue) explains it, not the string list (two)
+  assert.deepEqual(msg(CompletionRequestSchema, { prompt: [1, 2.5] }), { message: '1 validation error: prompt.1: Invalid input: expected int, received number', param: 'prompt.1' });
+  assert.deepEqual(msg(GenerateReqInputSchema, { input_ids: [[1, 2], [3, 4.5]] }).param, 'input_ids.1.1');
 });

@@ -138,7 +138,8 @@ interface WireIssue { code: string; path: PropertyKey[]; message: string; errors
 
 /**
  * Full-path issues; a failed union is replaced by the issues of the branch that got deepest into the value (e.g.
- * `sampling_params.max_new_tokens` rather than `sampling_params: Invalid input`), when some branch got past its root.
+ * `sampling_params.max_new_tokens` rather than `sampling_params: Invalid input`), when some branch got past its root;
+ * of equally deep branches, the one with the fewest issues (the member the value came closest to).
  */
 function flattenIssues(issues: readonly WireIssue[], prefix: readonly PropertyKey[]): { path: PropertyKey[]; message: string }[] {
   const out: { path: PropertyKey[]; message: string }[] = [];
@@ -149,7 +150,8 @@ function flattenIssues(issues: readonly WireIssue[], prefix: readonly PropertyKe
       let bestDepth = 0;
       for (const branch of i.errors) {
         const depth = Math.max(0, ...branch.map((b) => b.path.length));
-        if (depth > bestDepth) { best = branch; bestDepth = depth; }
+        // deepest wins; among equally deep, the branch with fewest issues (prompt [1, 2.5] → the int list's prompt.1)
+        if (depth > bestDepth || (best !== null && depth === bestDepth && branch.length < best.length)) { best = branch; bestDepth = depth; }
       }
       if (best) { out.push(...flattenIssues(best, path)); continue; }
     }
