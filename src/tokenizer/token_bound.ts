@@ -9,6 +9,7 @@
 // byte is covered by exactly one token, so numTokens ≥ ceil(inputBytes / maxTokenBytes). Steps that may drop or
 // shrink text make the bound unknown (null), except whitespace trimming (added tokens with lstrip/rstrip,
 // whitespace-splitting pre-tokenizers), which is handled by counting non-whitespace bytes only.
+import { byteLevelDecodeTable } from './byte_level.js';
 
 /** What {@link tokenBoundOf} finds. */
 export interface TokenBound {
@@ -112,17 +113,6 @@ function preTokenizerEffect(p: unknown): PreTokenizerEffect | null {
   }
 }
 
-/** GPT-2's byte-level alphabet as characters (tokenizer.ts byteLevelDecodeTable, keyed the other way). */
-function byteLevelAlphabet(): string[] {
-  const out: string[] = [];
-  let extra = 0;
-  for (let b = 0; b < 256; b++) {
-    const printable = (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
-    out.push(String.fromCodePoint(printable ? b : 256 + extra++));
-  }
-  return out;
-}
-
 function byteFallbackTokens(): string[] {
   return Array.from({ length: 256 }, (_, b) => `<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`);
 }
@@ -166,7 +156,8 @@ export function tokenBoundOf(tokenizerJson: unknown, tokenizerConfig: Readonly<R
   const merges = mergePairs(model.merges);
   const inVocab = (t: string) => Object.prototype.hasOwnProperty.call(vocab, t);
   const fallbackComplete = model.byte_fallback === true && byteFallbackTokens().every(inVocab);
-  const piecesInVocab = pre.byteLevel && suffix === '' && byteLevelAlphabet().every(inVocab) && merges.every(([a, b]) => inVocab(a + b));
+  const alphabetInVocab = pre.byteLevel && [...byteLevelDecodeTable().keys()].every((cp) => inVocab(String.fromCodePoint(cp)));
+  const piecesInVocab = alphabetInVocab && suffix === '' && merges.every(([a, b]) => inVocab(a + b));
   if (unk === null && !fallbackComplete && !piecesInVocab) return null;
   // 2. an unk token stands for one unknown piece: a character (+ suffix) or a merge result
   if (unk !== null) {

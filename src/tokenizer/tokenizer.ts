@@ -4,7 +4,10 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Tokenizer as HfTokenizerCore } from '@huggingface/tokenizers';
 import { ModelLoadError } from '../common/index.js';
+import { byteLevelDecodeTable } from './byte_level.js';
 import { minTokenCountOf, tokenBoundOf, type TokenBound } from './token_bound.js';
+
+export { byteLevelDecodeTable };
 
 /** Options of {@link Tokenizer.encode}. */
 export interface EncodeOptions {
@@ -99,21 +102,6 @@ function tokenText(t: ConfigToken): string | null {
   if (t === null || t === undefined) return null;
   if (typeof t === 'string') return t;
   return typeof t.content === 'string' ? t.content : null;
-}
-
-/**
- * GPT-2's byte ↔ unicode alphabet used by ByteLevel pre-tokenizers/decoders: printable Latin-1 bytes map to
- * themselves, the other 68 bytes to U+0100.. in order. Source: openai/gpt-2 `encoder.py` `bytes_to_unicode`.
- * @returns map from the code point of a byte-level character to its byte value
- */
-export function byteLevelDecodeTable(): Map<number, number> {
-  const table = new Map<number, number>();
-  let extra = 0;
-  for (let b = 0; b < 256; b++) {
-    const printable = (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
-    table.set(printable ? b : 256 + extra++, b);
-  }
-  return table;
 }
 
 const UTF8 = new TextEncoder();
