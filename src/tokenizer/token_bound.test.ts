@@ -83,6 +83,7 @@ test('tokenBoundOf: null wherever text may shrink or vanish without a token', ()
   assert.notEqual(tokenBoundOf(base, {}), null);
   const nulls: [string, unknown, Record<string, unknown>?][] = [
     ['WordPiece model', { ...base, model: { ...BPE_MODEL, type: 'WordPiece' } }],
+    ['continuing-subword prefix', { ...base, model: { ...BPE_MODEL, continuing_subword_prefix: '##' } }],
     ['NFC normalizer (composition shortens)', { ...base, normalizer: { type: 'NFC' } }],
     ['Lowercase normalizer (K sign → k)', { ...base, normalizer: { type: 'Lowercase' } }],
     ['Replace to a shorter string', { ...base, normalizer: { type: 'Replace', pattern: { String: 'ab' }, content: 'a' } }],
@@ -97,7 +98,7 @@ test('tokenBoundOf: null wherever text may shrink or vanish without a token', ()
   for (const [why, json, config] of nulls) assert.equal(tokenBoundOf(json, config ?? {}), null, why);
 });
 
-test('tokenBoundOf: unk covers a character (4 bytes) or a merge result; whitespace splitters count non-whitespace only', () => {
+test('tokenBoundOf: unk covers one character (4 bytes); whitespace splitters count non-whitespace only', () => {
   const base = { model: BPE_MODEL, normalizer: null, pre_tokenizer: null, added_tokens: [] };
   assert.deepEqual(tokenBoundOf(base, {}), { maxTokenBytes: 4, whitespaceMayVanish: false });
   assert.deepEqual(tokenBoundOf({ ...base, added_tokens: [{ id: 3, content: '<|endoftext|>' }] }, {}), { maxTokenBytes: 13, whitespaceMayVanish: false });
