@@ -298,6 +298,21 @@ test('/v1/tokenize: counts, batch, and a prompt that cannot fit the context is r
   assert.equal((await fetch(`${base}/health`)).status, 200);
 });
 
+test('a batch with one refused prompt answers 400 and aborts the other prompts (they do not run on)', async () => {
+  const long = 'word '.repeat(100);
+  for (const [path, body, rid] of [
+    ['/v1/completions', { prompt: ['hello', long], max_tokens: 100, rid: 'batch-c' }, 'batch-c_0'],
+    ['/generate', { text: ['hello', long], rid: 'batch-g', sampling_params: { max_new_tokens: 100 } }, 'batch-g_0'],
+  ] as const) {
+    const res = await post(path, body);
+    assert.equal(res.status, 400);
+    const b = await json(res);
+    assert.match(b.message ?? b.error.message, /longer than the model's context length \(64 tokens\)/);
+    for (let i = 0; i < 50 && !engine.aborted.includes(rid); i++) await new Promise((r) => setTimeout(r, 5));
+    assert.ok(engine.aborted.includes(rid), `${rid} was not aborted`);
+  }
+});
+
 test('/v1/detokenize: ids outside the vocabulary → 400 DecodeError (not ""), non-integers → 400, batches decode to a list', async () => {
   const ids = tok.encode('Hello world!', { addSpecialTokens: false });
   assert.deepEqual(await json(post('/v1/detokenize', { tokens: ids })), { text: 'Hello world!' });

@@ -147,6 +147,18 @@ export function wireFinishReason(f: FinishReason | null): WireFinishReason {
 }
 
 /**
+ * An AbortController that also aborts when `signal` does (the client disconnects). A batch handler gives its signal
+ * to every prompt's request and aborts it when one prompt is refused, so the others stop instead of running on
+ * for a response that is already an error.
+ */
+export function childAbortController(signal: AbortSignal): AbortController {
+  const child = new AbortController();
+  if (signal.aborted) child.abort();
+  else signal.addEventListener('abort', () => child.abort(), { once: true });
+  return child;
+}
+
+/**
  * Merges several async iterables, yielding items as they arrive (for batch prompts fanned out to the engine).
  * An error of any source ends the merge with that error.
  */

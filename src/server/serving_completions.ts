@@ -7,7 +7,7 @@ import type { GenerateOutput } from '../engine/index.js';
 import type { Tokenizer } from '../tokenizer/index.js';
 import type { Exchange, ServerDeps } from './context.js';
 import { abortHttpError, parseOrReply, toHttpError } from './http_errors.js';
-import { emptyChoice, accumulate, matchedStop, mergeAsync, newRid, nowSeconds, openaiFinishReason, openaiSamplingParams, type ChoiceResult } from './request_utils.js';
+import { emptyChoice, accumulate, childAbortController, matchedStop, mergeAsync, newRid, nowSeconds, openaiFinishReason, openaiSamplingParams, type ChoiceResult } from './request_utils.js';
 
 type CompletionLogprobs = NonNullable<CompletionResponse['choices'][0]['logprobs']>;
 
@@ -53,6 +53,7 @@ export async function handleCompletion(deps: ServerDeps, ex: Exchange, body: unk
   const n = req.n ?? 1;
   let iter: AsyncIterator<GenerateOutput>;
   let first: IteratorResult<GenerateOutput>;
+  const batchAbort = childAbortController(ex.signal);
   try {
     if (prompts.length === 0 || ('inputIds' in prompts[0] && prompts[0].inputIds.length === 0 && prompts.length === 1)) {
       throw new InvalidRequestError('prompt must not be empty', 'prompt');
@@ -69,12 +70,13 @@ export async function handleCompletion(deps: ServerDeps, ex: Exchange, body: unk
     deps.metrics?.onRequestStart();
     const sources = prompts.map((pr, i) => {
       const sub = prompts.length === 1 ? rid : `${rid}_${i}`;
-      const gen = deps.engine.generate({ rid: sub, ...pr, samplingParams, stream: req.stream === true, returnLogprob: wantLogprobs, topLogprobsNum: wantLogprobs ? (req.logprobs ?? 0) : 0, ...(echoLogprobs ? { logprobStartLen: 0 } : {}) }, ex.signal);
+      const gen = deps.engine.generate({ rid: sub, ...pr, samplingParams, stream: req.stream === true, returnLogprob: wantLogprobs, topLogprobsNum: wantLogprobs ? (req.logprobs ?? 0) : 0, ...(echoLogprobs ? { logprobStartLen: 0 } : {}) }, batchAbort.signal);
       return (async function* () { for await (const o of gen) yield { ...o, index: i * n + o.index }; })();
     });
     iter = (sources.length === 1 ? sources[0] : mergeAsync(sources))[Symbol.asyncIterator]();
     first = await iter.next();
   } catch (err) {
+    batchAbort.abort(); // the other prompts of a batch
     const e = toHttpError(err);
     ex.sendJson(e.status, e.body);
     return;

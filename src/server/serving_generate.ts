@@ -8,7 +8,7 @@ import type { GenerateOutput, SamplingParamsInput } from '../engine/index.js';
 import type { Tokenizer } from '../tokenizer/index.js';
 import type { Exchange, ServerDeps } from './context.js';
 import { abortHttpError, parseOrReply, toGenerateHttpError } from './http_errors.js';
-import { accumulate, emptyChoice, mergeAsync, newRid, wireFinishReason, type ChoiceResult } from './request_utils.js';
+import { accumulate, childAbortController, emptyChoice, mergeAsync, newRid, wireFinishReason, type ChoiceResult } from './request_utils.js';
 
 /**
  * Native sampling params (snake_case) → engine params. Grammar-constrained fields are refused.
@@ -77,6 +77,7 @@ export async function handleGenerate(deps: ServerDeps, ex: Exchange, body: unkno
   let choiceOffset: number[] = [];
   let iter: AsyncIterator<GenerateOutput & { batchIdx: number }>;
   let first: IteratorResult<GenerateOutput & { batchIdx: number }>;
+  const batchAbort = childAbortController(ex.signal);
   try {
     const hasText = req.text !== null && req.text !== undefined;
     const hasIds = req.input_ids !== null && req.input_ids !== undefined;
@@ -112,13 +113,14 @@ export async function handleGenerate(deps: ServerDeps, ex: Exchange, body: unkno
         returnLogprob: logprob.on,
         logprobStartLen: req.logprob_start_len ?? -1,
         topLogprobsNum: req.top_logprobs_num ?? 0,
-      }, ex.signal);
+      }, batchAbort.signal);
       const observed = deps.metrics ? deps.metrics.observe(gen) : gen;
       return (async function* () { for await (const o of observed) yield { ...o, batchIdx: i }; })();
     });
     iter = (sources.length === 1 ? sources[0] : mergeAsync(sources))[Symbol.asyncIterator]();
     first = await iter.next();
   } catch (err) {
+    batchAbort.abort(); // the other inputs of a batch
     const e = toGenerateHttpError(err);
     ex.sendJson(e.status, e.body);
     return;
