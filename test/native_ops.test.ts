@@ -137,6 +137,22 @@ test('matmul: a row alone == the same row in batches of 1..64, and 1 thread == 2
   }
 });
 
+test('matmul FP8 at large M: rows == the same rows alone, 1 thread == 2 threads (x scaled by the first panel, several chunks per scale row-block)', { skip }, () => {
+  const rng = new Rng(13);
+  // K 1800: several chunks (whole 3-row panels) per 128-row scale block, each scaling x in its first panel, two k
+  // blocks; M 600: partial x tiles at the thread split; N 140: a partial row block; and a block shape whose k blocks
+  // (40) are no multiple of 8
+  for (const [n, k, block] of [[140, 1800, [128, 128]], [96, 1000, [32, 40]]] as [number, number, [number, number]][]) {
+    const w = nat!.prepareWeight(storedTensor(rng, 'f8_e4m3', n, k, block));
+    const m = 600;
+    const x = randn(rng, m * k);
+    const all = nat!.matmul(x, m, w);
+    assert.deepEqual(nat2!.matmul(x, m, w), all, `[${n},${k}] M=${m}: threads 2 vs 1`);
+    for (const r of [0, 1, 255, 599]) assert.deepEqual(nat!.matmul(x.subarray(r * k, (r + 1) * k), 1, w), all.subarray(r * n, (r + 1) * n), `[${n},${k}] row ${r}`);
+    assert.deepEqual(nat!.matmul(x.subarray(300 * k), 300, w), all.subarray(300 * n), `[${n},${k}] rows 300.. alone`);
+  }
+});
+
 test('embedding: every stored format equals the reference exactly', { skip }, () => {
   const rng = new Rng(13);
   for (const fmt of FORMATS) {

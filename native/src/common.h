@@ -72,6 +72,20 @@ static inline float hsum8(__m256 v) {
   return _mm_cvtss_f32(lo);
 }
 
+/**
+ * hsum8 of four vectors at once: [hsum8(a), hsum8(b), hsum8(c), hsum8(d)], bit-identical to four hsum8 calls (the
+ * same additions of the same operands: lane pairs (l, l+4), then (0, 2) and (1, 3), then the two halves).
+ */
+static inline __m128 hsum8x4(__m256 a, __m256 b, __m256 c, __m256 d) {
+  const __m256 ab = _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+  const __m256 cd = _mm256_add_ps(_mm256_permute2f128_ps(c, d, 0x20), _mm256_permute2f128_ps(c, d, 0x31));
+  // per 128-bit half: [a0+a2, a1+a3, c0+c2, c1+c3 | b0+b2, b1+b3, d0+d2, d1+d3]
+  const __m256 t = _mm256_add_ps(_mm256_shuffle_ps(ab, cd, _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(ab, cd, _MM_SHUFFLE(3, 2, 3, 2)));
+  // [a, c, a, c | b, d, b, d]
+  const __m256 r = _mm256_add_ps(_mm256_shuffle_ps(t, t, _MM_SHUFFLE(2, 0, 2, 0)), _mm256_shuffle_ps(t, t, _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm_unpacklo_ps(_mm256_castps256_ps128(r), _mm256_extractf128_ps(r, 1));
+}
+
 /** Mask of the first `rem` (0..8) lanes, for maskload/maskstore. */
 static inline __m256i tailMask(int rem) {
   alignas(32) static const int32_t m[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};

@@ -5,8 +5,12 @@
 //   blockedMatmulRange), so a tile's k-block slice (kMR × kKC floats) is one contiguous L1-resident block.
 // - Register tile kMR × kNR = 4 × 3: 12 eight-lane accumulators, 7 loads per 12 FMAs.
 // - FP8 (x-scaled, common.h): the panels hold the raw codes fp8·2^-120, a chunk never spans two scale row-blocks, and
-//   each k-block slice of an x tile is scaled for the chunk's row block (x'' = x·scale·2^64) before the panels run
-//   over it; y = hsum8 · 2^56. Chunks are a power of two ≤ 128 rows, so they tile 128-row scale blocks exactly.
+//   the x tiles are scaled for the chunk's row block (x'' = x·scale·2^64) by the first panel's tile as it runs
+//   (tilePacked<MR, true>), which stores x'' in L1 for the other panels (no separate scaling pass); y = hsum8 · 2^56.
+//   (Keeping x'' per row block across its chunks measured no faster: the fused scaling costs little.)
+// - Chunks in blockedMatmul are whole panels (up to paddedChunkRows), so only a row block's last panel is partial;
+//   blockedMatmulRange's are a power of two ≤ 128 rows (chunkRows), so they tile 128-row scale blocks exactly.
+// - The last k block writes y four rows at a time (hsum8x4: the same sums as hsum8).
 // Both packings zero-pad k to a multiple of 8. Each y[m, n] is hsum8 of eight FMA lanes over ascending k (lane =
 // k mod 8), the accumulators carried between k blocks unchanged, so every result is bit-identical to the direct
 // path in gemm.cc whatever M, the blocking or the thread (batch invariance); FMAs on the zero padding add +0·+0
@@ -18,6 +22,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <utility>
 #include <vector>
@@ -88,11 +93,13 @@ int64_t chunkRows(int64_t K) {
  * One MR × kNR tile: packed x ([steps][kMR][8] floats, rows ≥ MR unused) against a packed weight panel
  * ([steps][kNR][8]) over `steps` groups of 8 k; continues the accumulators in `acc` ([MR][kNR][8]) unless `first`;
  * writes y[i, j] = hsum8 · outScale for j < nr when `last` (outScale 2^56 for FP8, else 1: exact either way), else
- * stores the accumulators.
+ * stores the accumulators. SCALE (x-scaled FP8, the first panel of a chunk): each x vector is first multiplied by
+ * sK ([steps][8]: scale·2^64 of its k, the same product as fp8ScaleX) and stored to xs (the layout of xp) for the
+ * chunk's other panels.
  */
-template <int MR>
+template <int MR, bool SCALE>
 void tilePacked(const float* xp, const float* wp, int64_t steps, float* acc, bool first, bool last, float* y,
-                int64_t ldy, int nr, float outScale) {
+                int64_t ldy, int nr, float outScale, const float* sK, float* xs) {
   __m256 a[MR][kNR];
   for (int i = 0; i < MR; i++)
     for (int j = 0; j < kNR; j++) a[i][j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + (i * kNR + j) * 8);
@@ -101,11 +108,27 @@ void tilePacked(const float* xp, const float* wp, int64_t steps, float* acc, boo
     for (int j = 0; j < kNR; j++) wv[j] = _mm256_loadu_ps(wp + (s * kNR + j) * 8);
     for (int i = 0; i < MR; i++) {
       __m256 xv = _mm256_loadu_ps(xp + (s * kMR + i) * 8);
+      if (SCALE) {
+        const float* sp = sK + s * 8;
+        asm("" : "+r"(sp));  // a memory operand per row: no 17th vector register held across the rows
+        xv = _mm256_mul_ps(xv, _mm256_loadu_ps(sp));
+        _mm256_storeu_ps(xs + (s * kMR + i) * 8, xv);
+      }
       asm("" : "+x"(xv));  // one load per x row and step (not one per FMA)
       for (int j = 0; j < kNR; j++) a[i][j] = _mm256_fmadd_ps(xv, wv[j], a[i][j]);
     }
   }
-  if (last) {
+  if (last && MR == kMR) {
+    const __m128 out = _mm_set1_ps(outScale);
+    for (int j = 0; j < nr; j++) {
+      const __m128 v = _mm_mul_ps(hsum8x4(a[0][j], a[1][j], a[2][j], a[3 % MR][j]), out);
+      _mm_store_ss(y + j, v);
+      for (int i = 1; i < kMR; i++) {
+        const int bits = _mm_extract_ps(v, i);
+        std::memcpy(y + i * ldy + j, &bits, 4);
+      }
+    }
+  } else if (last) {
     for (int i = 0; i < MR; i++)
       for (int j = 0; j < nr; j++) y[i * ldy + j] = hsum8(a[i][j]) * outScale;
   } else {
@@ -114,14 +137,16 @@ void tilePacked(const float* xp, const float* wp, int64_t steps, float* acc, boo
   }
 }
 
-using TileFn = void (*)(const float*, const float*, int64_t, float*, bool, bool, float*, int64_t, int, float);
+using TileFn = void (*)(const float*, const float*, int64_t, float*, bool, bool, float*, int64_t, int, float,
+                        const float*, float*);
 
-template <int... MRs>
+template <bool SCALE, int... MRs>
 constexpr std::array<TileFn, sizeof...(MRs)> makeTileTable(std::integer_sequence<int, MRs...>) {
-  return {&tilePacked<MRs + 1>...};
+  return {&tilePacked<MRs + 1, SCALE>...};
 }
-/** kTiles[mr - 1]: the tile for mr activation rows. */
-constexpr auto kTiles = makeTileTable(std::make_integer_sequence<int, kMR>{});
+/** kTiles[mr - 1]: the tile for mr activation rows; kScalingTiles: the same, scaling x as it goes (SCALE). */
+constexpr auto kTiles = makeTileTable<false>(std::make_integer_sequence<int, kMR>{});
+constexpr auto kScalingTiles = makeTileTable<true>(std::make_integer_sequence<int, kMR>{});
 
 /** Packs x rows [0, mr) (leading dimension ldx, K values each) into xp: [k/8][kMR][8], zero-padded past K. */
 void packX(const float* x, int64_t ldx, int mr, int64_t K, float* xp) {
@@ -134,25 +159,11 @@ void packX(const float* x, int64_t ldx, int mr, int64_t K, float* xp) {
   }
 }
 
-/**
- * Copies the k-block slice [kb, ke) (multiples of 8) of a packed x tile, scaled for the FP8 weight rows of scale
- * row-block rb (x'' = x·scale·2^64, common.h; the same products as fp8ScaleX), into dst: [(ke-kb)/8][kMR][8]
- * floats, rows [0, mr). xt is the whole tile [k8/8][kMR][8]; zero padding stays zero.
- */
-void scaleSlice(const float* xt, int mr, const WeightView& w, int64_t rb, int64_t kb, int64_t ke, float* dst) {
-  const int64_t K = w.k, bk = w.bk;
+/** sK[k] = scale·2^64 of W's scale row-block rb at k (k < K), 0 in the padding [K, k8): x'' = x · sK. */
+void expandScales(const WeightView& w, int64_t rb, float* sK) {
+  const int64_t K = w.k, k8 = roundUp8(K);
   const float* srow = w.scaleEff + rb * w.sCols;
-  for (int64_t s = kb / 8; s < ke / 8; s++) {
-    const float* src = xt + s * kMR * 8;
-    float* d = dst + (s - kb / 8) * kMR * 8;
-    if (bk % 8 == 0) {
-      const __m256 sv = _mm256_broadcast_ss(srow + (s * 8) / bk);
-      for (int i = 0; i < mr; i++) _mm256_storeu_ps(d + i * 8, _mm256_mul_ps(_mm256_loadu_ps(src + i * 8), sv));
-      continue;
-    }
-    for (int i = 0; i < mr; i++)
-      for (int l = 0; l < 8; l++) d[i * 8 + l] = s * 8 + l < K ? src[i * 8 + l] * srow[(s * 8 + l) / bk] : 0.0f;
-  }
+  for (int64_t k = 0; k < k8; k++) sK[k] = k < K ? srow[k / w.bk] : 0.0f;
 }
 
 /**
@@ -212,7 +223,7 @@ int64_t chunkEnd(const WeightView& w, int64_t c0, int64_t nb, int64_t n1) {
 
 /** One thread's scratch carved into its parts (carveScratch; sizes in scratchFloats). */
 struct Scratch {
-  float *wp, *row, *xTile, *acc, *xSlice;
+  float *wp, *row, *xTile, *acc, *xSlice, *sK;
 };
 
 /** chunkRows(K) rounded up to whole panels of kNR rows (a chunk's packed panels and accumulators). */
@@ -222,11 +233,11 @@ int64_t paddedChunkRows(int64_t K) {
 
 /**
  * Floats of one thread's scratch for inner dimension K: packed chunk, one decoded row, one x tile, accumulators, one
- * scaled x slice (FP8).
+ * scaled x slice and the expanded scales (FP8).
  */
 int64_t scratchFloats(int64_t K) {
   const int64_t k8 = roundUp8(K), nb = paddedChunkRows(K);
-  return nb * k8 + k8 + kMR * k8 + nb * kMR * 8 + kMR * std::min(k8, kKC) + 16;
+  return nb * k8 + k8 + kMR * k8 + nb * kMR * 8 + kMR * std::min(k8, kKC) + k8 + 16;
 }
 
 Scratch carveScratch(float* s, int64_t K) {
@@ -237,26 +248,27 @@ Scratch carveScratch(float* s, int64_t K) {
   r.xTile = r.row + k8;
   r.acc = r.xTile + kMR * k8;
   r.xSlice = r.acc + nb * kMR * 8;
+  r.sK = r.xSlice + kMR * std::min(k8, kKC);
   return r;
 }
 
 /**
  * y[m, c - c0] for the packed chunk (rows [c0, c1) of w, in sc.wp) and the packed x tiles [t0, t1) (tile t = rows
- * [t·kMR, min(M, t·kMR + kMR)) at xp + t·k8·kMR, or packed here into sc.xTile when xp is null and x is given; for
- * x-scaled FP8 each k-block slice of the tile is scaled into sc.xSlice for the chunk's row block). Loop order:
- * x tile → k block (its slice stays in L1) → weight panel (streams from L2).
+ * [t·kMR, min(M, t·kMR + kMR)) at xp + t·k8·kMR, or packed here into sc.xTile when xp is null and x is given).
+ * x-scaled FP8: sc.sK holds the chunk's row-block scales (expandScales, done by the caller), and the first panel
+ * scales each k-block slice of a tile as it runs, into sc.xSlice for the other panels. Loop order: x tile → k block
+ * (its slice stays in L1) → weight panel (streams from L2).
  */
 void chunkTimesTiles(const WeightView& w, int64_t c0, int64_t c1, const float* xp, const float* x, int64_t ldx,
                      const Scratch& sc, int64_t M, int64_t t0, int64_t t1, float* y, int64_t ldy) {
   const int64_t K = w.k, k8 = roundUp8(K);
   const int64_t numKBlocks = std::max<int64_t>(1, (k8 + kKC - 1) / kKC);
   const int64_t panels = (c1 - c0 + kNR - 1) / kNR;
-  const bool scaled = fp8XScaled(w);
-  const float outScale = scaled ? kFp8Out : 1.0f;
+  const bool fp8 = fp8XScaled(w);
+  const float outScale = fp8 ? kFp8Out : 1.0f;
   for (int64_t t = t0; t < t1; t++) {
     const int64_t m = t * kMR;
     const int mr = static_cast<int>(std::min<int64_t>(kMR, M - m));
-    const TileFn fn = kTiles[mr - 1];
     const float* xt;
     if (xp) {
       xt = xp + t * k8 * kMR;
@@ -269,14 +281,17 @@ void chunkTimesTiles(const WeightView& w, int64_t c0, int64_t c1, const float* x
       const int64_t ke = std::min(k8, kb + kKC);
       const bool first = b == 0, last = b == numKBlocks - 1;
       const float* slice = xt + kb * kMR;
-      if (scaled) {
-        scaleSlice(xt, mr, w, c0 / w.bn, kb, ke, sc.xSlice);
+      int64_t p = 0;
+      if (fp8) {
+        kScalingTiles[mr - 1](slice, sc.wp + kb * kNR, (ke - kb) / 8, sc.acc, first, last, y + m * ldy, ldy,
+                              static_cast<int>(std::min<int64_t>(kNR, c1 - c0)), outScale, sc.sK + kb, sc.xSlice);
         slice = sc.xSlice;
+        p = 1;
       }
-      for (int64_t p = 0; p < panels; p++) {
+      for (; p < panels; p++) {
         const int nr = static_cast<int>(std::min<int64_t>(kNR, c1 - c0 - p * kNR));
-        fn(slice, sc.wp + p * k8 * kNR + kb * kNR, (ke - kb) / 8, sc.acc + p * kMR * kNR * 8, first, last,
-           y + m * ldy + p * kNR, ldy, nr, outScale);
+        kTiles[mr - 1](slice, sc.wp + p * k8 * kNR + kb * kNR, (ke - kb) / 8, sc.acc + p * kMR * kNR * 8, first, last,
+                       y + m * ldy + p * kNR, ldy, nr, outScale, nullptr, nullptr);
       }
     }
   }
@@ -301,6 +316,7 @@ void blockedMatmulRange(const float* x, int64_t M, int64_t ldx, const WeightView
   for (int64_t c0 = n0; c0 < n1;) {
     const int64_t c1 = chunkEnd(w, c0, nb, n1);
     packChunk(w, c0, c1, sc.wp, sc.row);
+    if (fp8XScaled(w)) expandScales(w, c0 / w.bn, sc.sK);
     chunkTimesTiles(w, c0, c1, nullptr, x, ldx, sc, M, 0, tiles, y + (c0 - n0), ldy);
     c0 = c1;
   }
@@ -312,23 +328,24 @@ void blockedMatmul(ThreadPool& pool, const float* x, int64_t M, int64_t ldx, con
   if (M <= 0 || N <= 0) return;
   const int threads = pool.threads();
   const int64_t tiles = (M + kMR - 1) / kMR;
+  const bool fp8 = fp8XScaled(w);
   // x packed once for all weight chunks, and one scratch per thread (the calling thread's buffers: workers see
   // their own thread_locals; matmul is not re-entrant on one pool)
   static thread_local HugeFloats xPacked, scratch;
   const int64_t scratchStride = (scratchFloats(K) + 15) & ~int64_t(15);  // 64-byte aligned per thread
   float* xp = xPacked.get(tiles * k8 * kMR);
   float* scr = scratch.get(threads * scratchStride);
-  // tasks: weight chunks of at most chunkRows(K) rows, within one scale row-block for x-scaled FP8 (its x tiles are
-  // scaled per row block); without row blocks as many chunks as a multiple of the thread count (equal shares).
-  // Chunk c = rows [bounds[c], bounds[c + 1]). Split the tiles too only when there are too few chunks.
+  // tasks: weight chunks of whole panels, at most paddedChunkRows(K) rows, within one scale row-block for x-scaled
+  // FP8 (its x tiles are scaled per row block); without row blocks as many chunks as a multiple of the thread count
+  // (equal shares). Chunk c = rows [bounds[c], bounds[c + 1]). Split the tiles too only when there are too few chunks.
   static thread_local std::vector<int64_t> bounds;
   bounds.assign(1, 0);
-  const int64_t segment = fp8XScaled(w) ? w.bn : N;
+  const int64_t segment = fp8 ? w.bn : N;
   for (int64_t s0 = 0; s0 < N; s0 += segment) {
     const int64_t len = std::min(segment, N - s0);
     int64_t n = (len + chunkRows(K) - 1) / chunkRows(K);
-    if (segment == N) n = (n + threads - 1) / threads * threads;
-    const int64_t size = std::min(chunkRows(K), ((len + n - 1) / n + kNR - 1) / kNR * kNR);
+    if (!fp8) n = (n + threads - 1) / threads * threads;
+    const int64_t size = std::min(paddedChunkRows(K), ((len + n - 1) / n + kNR - 1) / kNR * kNR);
     for (int64_t c = s0 + size; c < s0 + len; c += size) bounds.push_back(c);
     bounds.push_back(s0 + len);
   }
@@ -350,6 +367,7 @@ void blockedMatmul(ThreadPool& pool, const float* x, int64_t M, int64_t ldx, con
     const int64_t t0 = mt * tilesPerChunk, t1 = std::min(tiles, t0 + tilesPerChunk);
     const Scratch sc = carveScratch(scr + ti * scratchStride, K);
     packChunk(w, c0, c1, sc.wp, sc.row);
+    if (fp8) expandScales(w, c0 / w.bn, sc.sK);
     chunkTimesTiles(w, c0, c1, xp, nullptr, 0, sc, M, t0, t1, y + c0, ldy);
   };
   if (threads == 1 || static_cast<double>(M) * N * K < 65536.0) {

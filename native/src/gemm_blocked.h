@@ -12,7 +12,7 @@ namespace tsg {
 
 /**
  * y[M, N] = x[M, K] · W[N, K]ᵀ on the pool, bit-identical to the direct path row by row. x is packed once per call
- * (a per-calling-thread buffer of about M·K floats on huge pages); the tasks are weight chunks of at most
+ * (a per-calling-thread buffer of about M·K floats on huge pages); the tasks are weight chunks of whole panels, about
  * gemmRowsPerTask(K) rows, as many as a multiple of the thread count (split by rows of x too when there are few).
  * @param x [M, ldx] f32 (first K of each row used)
  * @param y [M, ldy] f32 (first N of each row written)
