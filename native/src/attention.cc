@@ -63,6 +63,15 @@ inline void scoreTile(const float* const* qh, const float* kBase, const int32_t*
       for (int j = 0; j < NK; j++) acc[i][j] = _mm256_fmadd_ps(qv, kv[j], acc[i][j]);
     }
   }
+  if (NH == 4) {  // four heads' sums at once (hsum8x4: the same bits as hsum8)
+    const __m128 scale = _mm_set1_ps(a.scale);
+    for (int j = 0; j < NK; j++) {
+      alignas(16) float v[4];
+      _mm_store_ps(v, _mm_mul_ps(hsum8x4(acc[0][j], acc[1][j], acc[2][j], acc[3 % NH][j]), scale));
+      for (int i = 0; i < 4; i++) scoreBuf[i * stride + s + j] = v[i];
+    }
+    return;
+  }
   for (int i = 0; i < NH; i++)
     for (int j = 0; j < NK; j++) scoreBuf[i * stride + s + j] = hsum8(acc[i][j]) * a.scale;
 }
