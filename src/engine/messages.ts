@@ -1,5 +1,6 @@
-// Messages between the Engine (main thread) and the EngineCore (worker thread or in-process). Plain,
-// structured-clonable data discriminated by `type`; no class instances cross the boundary.
+// Messages between the Engine (main thread) and the EngineCore (worker thread or in-process), and between the
+// Engine and its tokenizer worker. Plain, structured-clonable data discriminated by `type`; no class instances
+// cross the boundary.
 import type { ReqTokenOutput, TokenizedReq } from '../scheduler/index.js';
 import type { EngineInfo, EngineLoad } from './types.js';
 
@@ -35,3 +36,22 @@ export type FromCoreMsg =
   | { readonly type: 'outputs'; readonly outputs: CoreOutput[] }
   | { readonly type: 'req_error'; readonly rid: string; readonly message: string; readonly kind: string; readonly param: string | null }
   | { readonly type: 'reply'; readonly id: number; readonly value: boolean | EngineLoad };
+
+/** What the tokenizer worker (engine/tokenizer_worker_main.ts) starts from. */
+export interface TokenizerWorkerData {
+  /** Directory holding tokenizer.json (and tokenizer_config.json, generation_config.json). */
+  readonly tokenizerPath: string;
+}
+
+/** Main → tokenizer worker: encode each text with the same options (one reply per request, in order). */
+export type ToTokenizerMsg = { readonly type: 'encode'; readonly id: number; readonly texts: readonly string[]; readonly addSpecialTokens: boolean };
+
+/**
+ * Tokenizer worker → main. `encoded.ids[i]` holds the ids of `texts[i]` (an Int32Array whose buffer is transferred,
+ * not copied); `encode_error` carries the message of an exception the tokenizer threw on that input.
+ */
+export type FromTokenizerMsg =
+  | { readonly type: 'ready' }
+  | { readonly type: 'init_error'; readonly message: string }
+  | { readonly type: 'encoded'; readonly id: number; readonly ids: Int32Array[] }
+  | { readonly type: 'encode_error'; readonly id: number; readonly message: string };
