@@ -1,6 +1,7 @@
 // `tsglang serve [flags]` (= `sglang serve` / `python -m sglang.launch_server`): parses SGLang's flags, stops on
 // features that are not built, resolves the model (the embedded tiny MiniMax-M2 when --model-path is absent),
-// starts the engine (worker thread) and the HTTP server, warms up, and prints SGLang's start-up lines to stderr.
+// starts the engine (model worker thread, tokenizer worker thread) and the HTTP server, warms up, and prints
+// SGLang's start-up lines to stderr.
 import { availableParallelism } from 'node:os';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -93,13 +94,17 @@ export async function run(argv: string[]): Promise<number> {
     for (const n of notices) logger.warning(n);
 
     // 1. the model: --model-path, or the embedded tiny MiniMax-M2 (generated once into the cache)
-    const modelPath = args.modelPath ?? ensureEmbeddedModel(readServerEnv().cacheDir, logger);
+    const env = readServerEnv();
+    const modelPath = args.modelPath ?? ensureEmbeddedModel(env.cacheDir, logger);
     const served = servedModelName(args, modelPath);
     const shown = { ...args, modelPath, tokenizerPath: args.tokenizerPath ?? modelPath, servedModelName: served };
     logger.info(`server_args=ServerArgs(${Object.entries(snakeArgs(shown)).map(([k, v]) => `${k}=${pyRepr(v)}`).join(', ')})`);
 
-    // 2. engine (worker thread): loads weights, sizes the KV pool
-    engine = await Engine.create({ ...engineSlice(args, modelPath), kernelEnv: readKernelEnv(), useWorkerThread: true }, logger);
+    // 2. engine (worker thread): loads weights, sizes the KV pool; prompts are tokenized in a tokenizer worker thread
+    engine = await Engine.create({
+      ...engineSlice(args, modelPath), kernelEnv: readKernelEnv(), useWorkerThread: true, tokenizerWorker: true,
+      ...(env.tokenizeTimeoutMs !== null ? { tokenizeTimeoutMs: env.tokenizeTimeoutMs } : {}),
+    }, logger);
     // 3. HTTP server
     const config = httpServerSlice(args, served);
     const modelConfig = JSON.parse(readFileSync(join(modelPath, 'config.json'), 'utf8')) as { model_type?: string; architectures?: string[] };

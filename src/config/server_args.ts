@@ -401,6 +401,11 @@ export interface KernelEnv {
 export interface ServerEnv extends KernelEnv {
   /** $HOME/.cache/tsglang, or $TSGLANG_CACHE_DIR. */
   readonly cacheDir: string;
+  /**
+   * $TSGLANG_TOKENIZE_TIMEOUT_S (seconds, > 0) in ms: how long one request may be tokenized in the tokenizer worker;
+   * null when unset or invalid (the engine's default, 60 s).
+   */
+  readonly tokenizeTimeoutMs: number | null;
 }
 
 /**
@@ -426,5 +431,10 @@ export function readKernelEnv(env: NodeJS.ProcessEnv = process.env): KernelEnv {
  */
 export function readServerEnv(env: NodeJS.ProcessEnv = process.env): ServerEnv {
   const home = env.HOME ?? env.USERPROFILE ?? '.';
-  return { cacheDir: env.TSGLANG_CACHE_DIR || `${home}/.cache/tsglang`, ...readKernelEnv(env) };
+  const timeoutS = env.TSGLANG_TOKENIZE_TIMEOUT_S ? Number(env.TSGLANG_TOKENIZE_TIMEOUT_S) : NaN;
+  return {
+    cacheDir: env.TSGLANG_CACHE_DIR || `${home}/.cache/tsglang`,
+    tokenizeTimeoutMs: Number.isFinite(timeoutS) && timeoutS > 0 ? timeoutS * 1000 : null,
+    ...readKernelEnv(env),
+  };
 }

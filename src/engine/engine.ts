@@ -1,6 +1,7 @@
-// Engine: what the HTTP edge calls (EngineApi). Tokenizes on the calling thread, runs scheduling, the model and
-// detokenization in an EngineCore behind a transport (worker thread, or in-process for tests), and turns core
-// outputs back into per-request AsyncIterables. Cancellation: AbortSignal or abort(rid) → AbortReq → KV freed.
+// Engine: what the HTTP edge calls (EngineApi). Validates on the calling thread and tokenizes in a tokenizer worker
+// thread (or on the calling thread for tests), runs scheduling, the model and detokenization in an EngineCore behind
+// a transport (worker thread, or in-process for tests), and turns core outputs back into per-request
+// AsyncIterables. Cancellation: AbortSignal or abort(rid) → the tokenization is dropped, or AbortReq → KV freed.
 import {
   AsyncQueue,
   ContextLengthExceededError,
@@ -16,9 +17,11 @@ import {
 } from '../common/index.js';
 import type { LogLevel } from '../common/index.js';
 import { loadTokenizer, type Tokenizer } from '../tokenizer/index.js';
+import type { AsyncEncoder } from './async_encoder.js';
 import type { CoreModel, EngineCore } from './engine_core.js';
 import type { CoreOutput, FromCoreMsg } from './messages.js';
-import { TokenizerManager } from './tokenizer_manager.js';
+import { TokenizerManager, type PreparedRequest } from './tokenizer_manager.js';
+import { TokenizerWorker } from './tokenizer_worker.js';
 import { InProcessTransport, WorkerTransport, type CoreTransport } from './transport.js';
 import type { EngineApi, EngineInfo, EngineLoad, EngineOptions, GenerateOutput, GenerateRequest } from './types.js';
 
@@ -64,30 +67,55 @@ export class Engine implements EngineApi {
   private readonly replies = new Map<number, Deferred<boolean | EngineLoad>>();
   /** n > 1 prefix warm-up requests in flight. */
   private readonly warmups = new Map<string, Deferred<void>>();
+  /** Requests being tokenized (rid → abort of their tokenization); their rid is taken. */
+  private readonly preparing = new Map<string, AbortController>();
   private nextReplyId = 1;
   private dead: Error | null = null;
 
-  private constructor(info: EngineInfo, tokenizer: Tokenizer | null, transport: CoreTransport, options: EngineOptions) {
+  private constructor(info: EngineInfo, tokenizer: Tokenizer | null, encoder: AsyncEncoder | null, transport: CoreTransport, options: EngineOptions) {
     this.info = info;
     this.tokenizer = tokenizer;
     this.transport = transport;
-    this.tm = new TokenizerManager(tokenizer, info, options.allowAutoTruncate ?? false, options.randomSeed ?? 0);
+    this.tm = new TokenizerManager(tokenizer, info, options.allowAutoTruncate ?? false, options.randomSeed ?? 0, encoder);
     transport.onMessage((m) => this.onMessage(m));
     transport.onFatal((err) => this.failAll(err));
   }
 
   /**
-   * Loads the tokenizer here and the model in the core (worker thread unless `useWorkerThread: false`), sizes the KV
-   * pool and prints its capacity (stderr).
+   * Loads the tokenizer here (for the over-length pre-check, logprob texts and /v1/detokenize) and, unless
+   * `tokenizerWorker` is false, again in a tokenizer worker thread that encodes prompts; loads the model in the core
+   * (worker thread unless `useWorkerThread: false`), sizes the KV pool and prints its capacity (stderr).
    * @param injected test hook: a model to use instead of loading `modelPath` (in-process only)
    * @throws ModelLoadError, InvalidRequestError, OutOfKVCacheError, UnsupportedFeatureError from start-up
    */
   static async create(options: EngineOptions, logger?: Logger, injected?: CoreModel): Promise<Engine> {
     const log = logger ?? new Logger((options.logLevel ?? 'info') as LogLevel);
-    const tokenizer = options.skipTokenizerInit ? null : loadTokenizer(options.tokenizerPath ?? options.modelPath);
-    if (options.useWorkerThread === false || injected) {
-      const t = new InProcessTransport(options, logger ?? SILENT_LOGGER, injected, tokenizer);
-      return new Engine(t.core.info, tokenizer, t, options);
+    const tokenizerPath = options.tokenizerPath ?? options.modelPath;
+    const tokenizer = options.skipTokenizerInit ? null : loadTokenizer(tokenizerPath);
+    const useWorker = options.useWorkerThread !== false && !injected;
+    // The tokenizer worker loads while the core starts (both off this thread).
+    const encoderStart = tokenizer && (options.tokenizerWorker ?? useWorker)
+      ? TokenizerWorker.start({
+          tokenizerPath, timeoutMs: options.tokenizeTimeoutMs, heapLimitMb: options.tokenizerWorkerHeapMb, logger: log.child('[tokenizer]'),
+        })
+      : Promise.resolve(null);
+    encoderStart.catch(() => {}); // awaited below; a core failure must not leave it unhandled
+    let encoder: AsyncEncoder | null;
+    if (!useWorker) {
+      let t: InProcessTransport;
+      try {
+        t = new InProcessTransport(options, logger ?? SILENT_LOGGER, injected, tokenizer);
+      } catch (e) {
+        await encoderStart.then((enc) => enc?.close(), () => {});
+        throw e;
+      }
+      try {
+        encoder = await encoderStart;
+      } catch (e) {
+        await t.close();
+        throw e;
+      }
+      return new Engine(t.core.info, tokenizer, encoder, t, options);
     }
     const t = new WorkerTransport(options);
     const ready = new Deferred<EngineInfo>();
@@ -98,13 +126,14 @@ export class Engine implements EngineApi {
     t.onFatal((err) => ready.reject(new InternalError(`engine worker failed during start-up: ${err.message}`, { cause: err })));
     let info: EngineInfo;
     try {
-      info = await ready.promise;
+      [info, encoder] = await Promise.all([ready.promise, encoderStart]);
     } catch (e) {
       await t.close().catch(() => {});
+      await encoderStart.then((enc) => enc?.close(), () => {});
       throw e;
     }
     log.debug(`engine ready: ${info.architecture}, ${info.maxTotalNumTokens} KV tokens`);
-    return new Engine(info, tokenizer, t, options);
+    return new Engine(info, tokenizer, encoder, t, options);
   }
 
   generate(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<GenerateOutput> {
@@ -117,9 +146,24 @@ export class Engine implements EngineApi {
 
   private async *run(req: GenerateRequest, signal?: AbortSignal): AsyncGenerator<GenerateOutput> {
     if (this.dead) throw new InternalError(`engine is down: ${this.dead.message}`);
-    if (this.groups.has(req.rid)) throw new InvalidRequestError(`Duplicate request id ${req.rid}.`, 'rid');
+    if (this.groups.has(req.rid) || this.preparing.has(req.rid)) throw new InvalidRequestError(`Duplicate request id ${req.rid}.`, 'rid');
     const nowMs = performance.now();
-    const prepared = this.tm.prepare(req, nowMs);
+    // Tokenization may take a while (in the tokenizer worker): the rid is taken meanwhile, and the client's signal
+    // or abort(rid) drops the work.
+    const tokenizing = new AbortController();
+    const onEarlyAbort = (): void => tokenizing.abort();
+    signal?.addEventListener('abort', onEarlyAbort, { once: true });
+    if (signal?.aborted) tokenizing.abort();
+    this.preparing.set(req.rid, tokenizing);
+    let prepared: PreparedRequest;
+    try {
+      prepared = await this.tm.prepare(req, nowMs, tokenizing.signal);
+    } finally {
+      this.preparing.delete(req.rid);
+      signal?.removeEventListener('abort', onEarlyAbort);
+    }
+    const dead = this.dead as Error | null; // the core may have died while this request was being tokenized
+    if (dead) throw new InternalError(`engine is down: ${dead.message}`);
     if (prepared.choices.length > 1 && !this.info.disableRadixCache) {
       // n > 1: prefill the prompt once (max_new_tokens 0) so the n choices share it (SGLang _handle_batch_request).
       const w = prepared.choices[0];
@@ -227,13 +271,19 @@ export class Engine implements EngineApi {
     if (st.group.remaining === 0) this.groups.delete(st.userRid);
   }
 
+  async tokenize(prompts: readonly string[], addSpecialTokens: boolean, signal?: AbortSignal): Promise<number[][]> {
+    return this.tm.tokenize(prompts, addSpecialTokens, signal);
+  }
+
   abort(rid: string): void {
+    this.preparing.get(rid)?.abort();
     const g = this.groups.get(rid);
     if (!g) return;
     for (const r of g.internalRids) if (this.choices.has(r)) this.transport.send({ type: 'abort', rid: r });
   }
 
   abortAll(): void {
+    for (const c of this.preparing.values()) c.abort();
     this.transport.send({ type: 'abort_all' });
   }
 
@@ -291,6 +341,7 @@ export class Engine implements EngineApi {
       });
       if (st.group.remaining === 0) st.queue.close();
     }
+    await this.tm.close();
     await this.transport.close();
   }
 }

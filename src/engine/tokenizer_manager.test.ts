@@ -22,52 +22,52 @@ function prepare(tm: TokenizerManager, req: Omit<GenerateRequest, 'rid'>) {
   return tm.prepare({ rid: 'r', samplingParams: { maxNewTokens: 1 }, ...req }, 0);
 }
 
-test('a text whose lower bound reaches the context is refused before tokenizing (30 MB in milliseconds, not minutes)', () => {
+test('a text whose lower bound reaches the context is refused before tokenizing (30 MB in milliseconds, not minutes)', async () => {
   const huge = 'a'.repeat(30_000_000);
-  assert.throws(() => prepare(strict, { text: huge }), (err: unknown) => {
+  await assert.rejects(() => prepare(strict, { text: huge }), (err: unknown) => {
     assert.ok(err instanceof ContextLengthExceededError);
     assert.equal(err.message, "The input (at least 234375 tokens) is longer than the model's context length (64 tokens).");
     return true;
   });
   // segments add up: two halves that would each fit the bound alone are refused together
   const half = 'a'.repeat(64 * 128 / 2);
-  assert.throws(() => prepare(strict, { textSegments: [half, half] }), /\(at least 64 tokens\)/);
+  await assert.rejects(() => prepare(strict, { textSegments: [half, half] }), /\(at least 64 tokens\)/);
   // just under the bound: tokenized, then the exact check names the real count (1008 "aaaaaaaa" tokens + BOS)
-  assert.throws(() => prepare(strict, { text: 'a'.repeat(63 * 128) }), /^ContextLengthExceededError: The input \(1009 tokens\) is longer/);
+  await assert.rejects(() => prepare(strict, { text: 'a'.repeat(63 * 128) }), /^ContextLengthExceededError: The input \(1009 tokens\) is longer/);
 });
 
-test('text segments are tokenized one by one without special tokens and concatenated', () => {
-  const p = prepare(strict, { textSegments: ['<｜User｜>Hi', 'there'] });
+test('text segments are tokenized one by one without special tokens and concatenated', async () => {
+  const p = await prepare(strict, { textSegments: ['<｜User｜>Hi', 'there'] });
   assert.deepEqual(p.inputIds, [...tok.encode('<｜User｜>Hi', { addSpecialTokens: false }), ...tok.encode('there', { addSpecialTokens: false })]);
-  assert.throws(() => prepare(strict, { text: 'x', textSegments: ['y'] }), InvalidRequestError);
+  await assert.rejects(() => prepare(strict, { text: 'x', textSegments: ['y'] }), InvalidRequestError);
 });
 
-test('--allow-auto-truncate: a huge text is cut to a bounded prefix, then to context - 1 tokens, the same ids as the whole text gives', () => {
+test('--allow-auto-truncate: a huge text is cut to a bounded prefix, then to context - 1 tokens, the same ids as the whole text gives', async () => {
   const text = 'The quick brown fox jumps over the lazy dog. '.repeat(20_000);
-  const p = prepare(truncating, { text });
+  const p = await prepare(truncating, { text });
   assert.equal(p.inputIds.length, CONTEXT_LEN - 1);
   assert.deepEqual(p.inputIds, tok.encode(text).slice(0, CONTEXT_LEN - 1));
-  assert.equal(prepare(truncating, { text: 'a'.repeat(30_000_000) }).inputIds.length, CONTEXT_LEN - 1);
-  assert.equal(prepare(truncating, { textSegments: ['short', 'b'.repeat(30_000_000)] }).inputIds.length, CONTEXT_LEN - 1);
+  assert.equal((await prepare(truncating, { text: 'a'.repeat(30_000_000) })).inputIds.length, CONTEXT_LEN - 1);
+  assert.equal((await prepare(truncating, { textSegments: ['short', 'b'.repeat(30_000_000)] })).inputIds.length, CONTEXT_LEN - 1);
 });
 
-test('top_logprobs_num must be an integer in [0, vocab size], even without return_logprob', () => {
+test('top_logprobs_num must be an integer in [0, vocab size], even without return_logprob', async () => {
   for (const bad of [-1, 129281, 2.5]) {
-    assert.throws(() => prepare(strict, { text: 'hi', returnLogprob: true, topLogprobsNum: bad }), (err: unknown) => {
+    await assert.rejects(() => prepare(strict, { text: 'hi', returnLogprob: true, topLogprobsNum: bad }), (err: unknown) => {
       assert.ok(err instanceof InvalidRequestError);
       assert.equal(err.message, `top_logprobs_num must be in [0, 129280], got ${bad}.`);
       assert.equal(err.param, 'top_logprobs_num');
       return true;
     });
   }
-  assert.throws(() => prepare(strict, { text: 'hi', topLogprobsNum: -1 }), /top_logprobs_num must be in/);
-  assert.equal(prepare(strict, { text: 'hi', returnLogprob: true, topLogprobsNum: 129280 }).choices[0].req.topLogprobsNum, 129280);
-  assert.equal(prepare(strict, { text: 'hi', topLogprobsNum: 5 }).choices[0].req.topLogprobsNum, 0);
+  await assert.rejects(() => prepare(strict, { text: 'hi', topLogprobsNum: -1 }), /top_logprobs_num must be in/);
+  assert.equal((await prepare(strict, { text: 'hi', returnLogprob: true, topLogprobsNum: 129280 })).choices[0].req.topLogprobsNum, 129280);
+  assert.equal((await prepare(strict, { text: 'hi', topLogprobsNum: 5 })).choices[0].req.topLogprobsNum, 0);
 });
 
-test('input_ids: negative, fractional and out-of-vocabulary ids are refused, naming the field and the range', () => {
+test('input_ids: negative, fractional and out-of-vocabulary ids are refused, naming the field and the range', async () => {
   for (const bad of [-1, 1.5, 129280]) {
-    assert.throws(() => prepare(strict, { inputIds: [1, bad] }), (err: unknown) => {
+    await assert.rejects(() => prepare(strict, { inputIds: [1, bad] }), (err: unknown) => {
       assert.ok(err instanceof InvalidRequestError);
       assert.equal(err.message, `input_ids must be integers in [0, 129279], got ${bad}.`);
       assert.equal(err.param, 'input_ids');

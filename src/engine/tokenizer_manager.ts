@@ -1,9 +1,12 @@
-// TokenizerManager: main-thread half of the engine (SGLang managers/tokenizer_manager.py): tokenizes, validates
-// (context length, sampling params, logprob options), fans n > 1 out into per-choice requests. No model math.
+// TokenizerManager: main-thread half of the engine (SGLang managers/tokenizer_manager.py): tokenizes (through an
+// AsyncEncoder: the tokenizer worker when serving), validates (context length, sampling params, logprob options),
+// fans n > 1 out into per-choice requests. No model math, and no BPE on the calling thread: only the linear-time
+// over-length pre-check (Tokenizer.minTokenCount) runs here.
 import { ContextLengthExceededError, InvalidRequestError } from '../common/index.js';
 import { normalizeSamplingParams, type SamplingParams } from '../sampling/index.js';
 import type { TokenizedReq } from '../scheduler/index.js';
 import type { Tokenizer } from '../tokenizer/index.js';
+import { InlineEncoder, type AsyncEncoder } from './async_encoder.js';
 import type { DetokOptions } from './messages.js';
 import type { EngineInfo, GenerateRequest } from './types.js';
 
@@ -17,17 +20,20 @@ export interface PreparedRequest {
 /** Tokenization and validation with SGLang's error messages. */
 export class TokenizerManager {
   private readonly tokenizer: Tokenizer | null;
+  private readonly encoder: AsyncEncoder | null;
   private readonly info: EngineInfo;
   private readonly allowAutoTruncate: boolean;
   private readonly baseSeed: number;
   private counter = 0;
 
   /**
-   * @param tokenizer null with --skip-tokenizer-init
+   * @param tokenizer this thread's tokenizer, for the over-length pre-check (null with --skip-tokenizer-init)
    * @param baseSeed --random-seed: seeds of requests without their own seed derive from it
+   * @param encoder where texts are encoded (the tokenizer worker when serving); default: `tokenizer` on this thread
    */
-  constructor(tokenizer: Tokenizer | null, info: EngineInfo, allowAutoTruncate: boolean, baseSeed: number) {
+  constructor(tokenizer: Tokenizer | null, info: EngineInfo, allowAutoTruncate: boolean, baseSeed: number, encoder?: AsyncEncoder | null) {
     this.tokenizer = tokenizer;
+    this.encoder = encoder ?? (tokenizer ? new InlineEncoder(tokenizer) : null);
     this.info = info;
     this.allowAutoTruncate = allowAutoTruncate;
     this.baseSeed = baseSeed;
@@ -36,10 +42,13 @@ export class TokenizerManager {
   /**
    * Tokenizes and validates one request (TokenizerManager._validate_one_request). Cheap checks come first, and a
    * text that provably cannot fit the context is refused before it is tokenized (see tokenizeText).
-   * @throws InvalidRequestError for bad fields (named: input_ids out of the vocabulary, top_logprobs_num outside
-   *   [0, vocabSize], sampling params), ContextLengthExceededError for over-long requests
+   * @param nowMs the request's arrival time (performance.now() ms)
+   * @param signal aborts the tokenization (the client left)
+   * @throws (rejects with) InvalidRequestError for bad fields (named: input_ids out of the vocabulary,
+   *   top_logprobs_num outside [0, vocabSize], sampling params) and for a text the encoder could not tokenize within
+   *   its limits, ContextLengthExceededError for over-long requests, RequestAbortedError when `signal` aborts first
    */
-  prepare(req: GenerateRequest, nowMs: number): PreparedRequest {
+  async prepare(req: GenerateRequest, nowMs: number, signal?: AbortSignal): Promise<PreparedRequest> {
     if (typeof req.text === 'string' && req.textSegments !== undefined) throw new InvalidRequestError('Only one of text and text segments should be provided.', 'text');
     const hasText = typeof req.text === 'string' || Array.isArray(req.textSegments);
     const hasIds = Array.isArray(req.inputIds);
@@ -52,8 +61,8 @@ export class TokenizerManager {
     }
     let inputIds: number[];
     if (hasText) {
-      if (!this.tokenizer) throw new InvalidRequestError('text input requires a tokenizer (the server runs with --skip-tokenizer-init).', 'text');
-      inputIds = this.tokenizeText(this.tokenizer, req);
+      if (!this.tokenizer || !this.encoder) throw new InvalidRequestError('text input requires a tokenizer (the server runs with --skip-tokenizer-init).', 'text');
+      inputIds = await this.tokenizeText(this.tokenizer, this.encoder, req, signal);
     } else {
       inputIds = [...req.inputIds!];
       for (const id of inputIds) {
@@ -122,9 +131,10 @@ export class TokenizerManager {
    * (Tokenizer.minTokenCount) already reaches the context length. With --allow-auto-truncate such a text is cut
    * to a prefix whose bound still exceeds the context (so the result is truncated to the context as before, but
    * only a bounded prefix is tokenized; near the cut the ids can differ from tokenizing the whole text).
-   * @throws ContextLengthExceededError (SGLang's over-length message, "at least N tokens")
+   * @throws ContextLengthExceededError (SGLang's over-length message, "at least N tokens"); whatever the encoder
+   *   rejects with
    */
-  private tokenizeText(tokenizer: Tokenizer, req: GenerateRequest): number[] {
+  private async tokenizeText(tokenizer: Tokenizer, encoder: AsyncEncoder, req: GenerateRequest, signal: AbortSignal | undefined): Promise<number[]> {
     const ctx = this.info.contextLength;
     const segments = req.textSegments ?? [req.text as string];
     const addSpecialTokens = req.textSegments === undefined && (req.addSpecialTokens ?? true);
@@ -135,9 +145,31 @@ export class TokenizerManager {
       if (!this.allowAutoTruncate) throw inputTooLongError(`at least ${minTokens}`, ctx);
       texts = prefixReaching(tokenizer, segments, ctx + 1);
     }
-    return texts.length === 1
-      ? tokenizer.encode(texts[0], { addSpecialTokens })
-      : texts.flatMap((t) => tokenizer.encode(t, { addSpecialTokens: false }));
+    const ids = await encoder.encode(texts, texts.length === 1 && addSpecialTokens, signal);
+    return ids.length === 1 ? ids[0] : ids.flat();
+  }
+
+  /**
+   * Tokenizes prompts for /v1/tokenize: each is refused, without being tokenized, when its token lower bound reaches
+   * the context length (the same over-length error as generation requests), then all are encoded.
+   * @param signal aborts the tokenization (the client left)
+   * @returns one id array per prompt
+   * @throws (rejects with) InvalidRequestError without a tokenizer (--skip-tokenizer-init) or when the encoder
+   *   could not tokenize a prompt within its limits, ContextLengthExceededError, RequestAbortedError
+   */
+  async tokenize(prompts: readonly string[], addSpecialTokens: boolean, signal?: AbortSignal): Promise<number[][]> {
+    if (!this.tokenizer || !this.encoder) throw new InvalidRequestError('the tokenizer is not initialized (--skip-tokenizer-init)', 'prompt');
+    const ctx = this.info.contextLength;
+    for (const p of prompts) {
+      const minTokens = this.tokenizer.minTokenCount(p);
+      if (minTokens >= ctx) throw inputTooLongError(`at least ${minTokens}`, ctx);
+    }
+    return this.encoder.encode(prompts, addSpecialTokens, signal);
+  }
+
+  /** Stops the encoder (the tokenizer worker); later requests with text fail. */
+  close(): Promise<void> {
+    return this.encoder?.close() ?? Promise.resolve();
   }
 }
 

@@ -1,7 +1,7 @@
 // The Engine's public contract: what the HTTP edge (server/) sends in and gets back. Plain data only
 // (structured-clonable), camelCase; protocol/ converts the snake_case wire fields into these once.
 //
-//   server ──GenerateRequest──▶ Engine (tokenizer_manager, main thread)
+//   server ──GenerateRequest──▶ Engine (tokenizer_manager, main thread) ⇄ tokenizer worker (texts → ids)
 //          ──TokenizedReq──▶ scheduler + model + detokenizer (worker thread, or in-process for tests)
 //          ◀──GenerateOutput (AsyncIterable, one per emission)── Engine
 import type { KernelEnv } from '../config/index.js';
@@ -137,6 +137,16 @@ export interface EngineOptions {
   readonly kernelEnv?: KernelEnv;
   /** Run scheduler + model in a worker thread (default true; tests use false = in-process). */
   readonly useWorkerThread?: boolean;
+  /**
+   * Tokenize prompt texts in a tokenizer worker thread (engine/tokenizer_worker.ts) instead of on the calling thread
+   * (default: as `useWorkerThread`; `tsglang serve` always does). The worker has a heap limit and a per-request time
+   * limit, so a pathological prompt fails alone (400) instead of stalling or crashing the server.
+   */
+  readonly tokenizerWorker?: boolean;
+  /** Per-request tokenization time limit in the tokenizer worker, ms (default TOKENIZE_TIMEOUT_MS, 60 s). */
+  readonly tokenizeTimeoutMs?: number;
+  /** V8 old-generation limit of the tokenizer worker, MB (default TOKENIZER_WORKER_HEAP_MB, 2048; tests go lower). */
+  readonly tokenizerWorkerHeapMb?: number;
   /** 'debug' | 'info' | 'warning' | 'error'. */
   readonly logLevel?: string;
   /** Keep every scheduler step's statistics (tests assert them; off when serving). */
@@ -198,7 +208,17 @@ export interface EngineApi {
    * Aborting `signal` (or `abort(rid)`) ends every choice with finishReason `{type: 'abort'}` and frees its KV cache.
    */
   generate(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<GenerateOutput>;
-  /** Aborts a request (all its choices) wherever it is (queue or running). Unknown rid: no-op. */
+  /**
+   * Tokenizes prompts as /v1/tokenize does (no generation): a prompt whose token lower bound reaches the context
+   * length is refused untokenized; the others are encoded off the calling thread when the engine has a tokenizer
+   * worker.
+   * @param signal aborts the tokenization (the client left)
+   * @returns one id array per prompt
+   * @throws (rejects with) ContextLengthExceededError, InvalidRequestError (no tokenizer; a prompt past the
+   *   tokenizer worker's limits), RequestAbortedError
+   */
+  tokenize(prompts: readonly string[], addSpecialTokens: boolean, signal?: AbortSignal): Promise<number[][]>;
+  /** Aborts a request (all its choices) wherever it is (tokenization, queue or running). Unknown rid: no-op. */
   abort(rid: string): void;
   /** Aborts every request. */
   abortAll(): void;

@@ -6,7 +6,7 @@ import { resolve } from 'node:path';
 import OpenAI from 'openai';
 import { ContextLengthExceededError, SILENT_LOGGER, InvalidRequestError } from '../common/index.js';
 import { httpServerSlice, parseServerArgs } from '../config/index.js';
-import type { EngineApi, EngineInfo, GenerateOutput, GenerateRequest } from '../engine/index.js';
+import { TokenizerManager, type EngineApi, type EngineInfo, type GenerateOutput, type GenerateRequest } from '../engine/index.js';
 import { loadTokenizer, IncrementalDetokenizer } from '../tokenizer/index.js';
 import { iterateSseData } from '../protocol/index.js';
 import { HttpServer } from './http_server.js';
@@ -75,6 +75,11 @@ class FakeEngine implements EngineApi {
         ...(input ? { inputTokenLogprobs: input.map((id, i) => [start + i === 0 ? null : -1.5, id] as const), inputTopLogprobs: input.map((id, i) => (start + i === 0 ? null : [[-1.5, id] as const])) } : {}),
       } } : {}),
     };
+  }
+  /** /v1/tokenize: the engine's TokenizerManager (over-length pre-check, then encoding) on this thread. */
+  private readonly tm = new TokenizerManager(tok, this.info, false, 0);
+  tokenize(prompts: readonly string[], addSpecialTokens: boolean, signal?: AbortSignal): Promise<number[][]> {
+    return this.tm.tokenize(prompts, addSpecialTokens, signal);
   }
   abort(rid: string): void { this.aborted.push(rid); }
   abortAll(): void {}

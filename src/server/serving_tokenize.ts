@@ -1,7 +1,7 @@
 // POST /v1/tokenize and /v1/detokenize (also /tokenize, /detokenize): SGLang's
-// python/sglang/srt/entrypoints/openai/serving_tokenize.py, run on the server's tokenizer. No engine work.
+// python/sglang/srt/entrypoints/openai/serving_tokenize.py. Tokenizing goes through the engine (its tokenizer
+// worker when serving: never the BPE on this thread); detokenizing uses the server's tokenizer. No model work.
 import { InvalidRequestError } from '../common/index.js';
-import { inputTooLongError } from '../engine/index.js';
 import type { Exchange, ServerDeps } from './context.js';
 import { errorResponse, toHttpError } from './http_errors.js';
 
@@ -13,7 +13,8 @@ function sendError(ex: Exchange, err: unknown): void {
 /**
  * Tokenizes `prompt` (a string or a list of strings): `{tokens, count, max_model_len}`. A prompt whose token lower
  * bound (Tokenizer.minTokenCount) reaches the context length is refused with the engine's over-length error
- * instead of being tokenized (SGLang tokenizes it; here a multi-megabyte word would block the server for minutes).
+ * instead of being tokenized (SGLang tokenizes it; here a multi-megabyte word would keep the tokenizer busy for
+ * minutes). A client that disconnects drops its tokenization.
  */
 export async function handleTokenize(deps: ServerDeps, ex: Exchange, body: unknown): Promise<void> {
   const { tokenizer, engine } = deps;
@@ -22,14 +23,14 @@ export async function handleTokenize(deps: ServerDeps, ex: Exchange, body: unkno
   const single = typeof b.prompt === 'string';
   const prompts = single ? [b.prompt as string] : Array.isArray(b.prompt) && b.prompt.every((p) => typeof p === 'string') ? (b.prompt as string[]) : null;
   if (!prompts) { sendError(ex, new InvalidRequestError('prompt must be a string or a list of strings', 'prompt')); return; }
-  const ctx = engine.info.contextLength;
-  for (const p of prompts) {
-    const minTokens = tokenizer.minTokenCount(p);
-    if (minTokens >= ctx) { sendError(ex, inputTooLongError(`at least ${minTokens}`, ctx)); return; }
+  let toks: number[][];
+  try {
+    toks = await engine.tokenize(prompts, b.add_special_tokens !== false, ex.signal);
+  } catch (err) {
+    sendError(ex, err);
+    return;
   }
-  const add = b.add_special_tokens !== false;
-  const toks = prompts.map((p) => tokenizer.encode(p, { addSpecialTokens: add }));
-  ex.sendJson(200, { tokens: single ? toks[0] : toks, count: single ? toks[0].length : toks.map((t) => t.length), max_model_len: ctx });
+  ex.sendJson(200, { tokens: single ? toks[0] : toks, count: single ? toks[0].length : toks.map((t) => t.length), max_model_len: engine.info.contextLength });
 }
 
 /**
