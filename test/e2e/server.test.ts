@@ -1,5 +1,6 @@
 // End to end: `tsglang serve` as a child process on a free loopback port (embedded default model, generated into
-// a temporary HOME's cache, one compute thread), driven with the openai npm client and fetch.
+// a temporary HOME's cache, one compute thread, prompts tokenized in its tokenizer worker), driven with the openai
+// npm client and fetch.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -209,6 +210,24 @@ test('huge prompts are refused before tokenization on every route (SGLang\'s ove
   }
   res = await post('/v1/tokenize', { prompt: mb });
   assert.deepEqual([res.status, await json(res)], [400, openaiError(7813)]);
+  await assertHealthy();
+});
+
+test('a slow single-word prompt under the bound is tokenized off the HTTP thread: /health answers meanwhile, then the exact 400', async () => {
+  // 200 KB of one letter: at least 1563 tokens by the bound (< 4096), so it is tokenized, and this BPE takes
+  // seconds on one long word (25000 "aaaaaaaa" tokens in the end); the server tokenizes in its tokenizer worker, so
+  // /health is answered in the meantime
+  const word = 'a'.repeat(200_000);
+  let generateDone = false;
+  const generate = post('/generate', { text: word, sampling_params: { max_new_tokens: 1 } }).then((r) => { generateDone = true; return r; });
+  await new Promise((r) => setTimeout(r, 200));
+  const t0 = performance.now();
+  assert.equal((await fetch(`${base}/health`)).status, 200);
+  const healthMs = performance.now() - t0;
+  assert.equal(generateDone, false, '/health was answered only once the word was tokenized');
+  assert.ok(healthMs < 2_000, `/health took ${healthMs.toFixed(0)} ms while a prompt was being tokenized`);
+  const res = await generate;
+  assert.deepEqual([res.status, await json(res)], [400, { error: { message: `The input (25000 tokens) is longer than the model's context length (${CONTEXT_LEN} tokens).` } }]);
   await assertHealthy();
 });
 
