@@ -53,7 +53,8 @@ export type { SamplingParams, SamplingParamsInput } from './sampling/index.js';
 export { ChatPromptBuilder, HfTokenizer, IncrementalDetokenizer, loadTokenizer } from './tokenizer/index.js';
 export type { BuiltPrompt, ChatRequestLike, DecodeOptions, EncodeOptions, PromptBuilderOptions, Tokenizer } from './tokenizer/index.js';
 
-// The engine (SGLang's sglang.Engine): tokenizer manager here, scheduler + model in a worker thread.
+// The engine (SGLang's sglang.Engine): tokenizer manager here, prompt encoding in a tokenizer worker thread,
+// scheduler + model in a worker thread.
 export { Engine } from './engine/index.js';
 export type {
   EngineApi,

@@ -1,7 +1,7 @@
 // The HTTP server on node:http (SGLang's http_server.py routes): routing, API-key check, body reading and JSON
 // parsing, CORS, client-disconnect → abort, and the small admin routes. The handlers of the generation routes
-// live in serving_*.ts; error → status/body mapping lives in http_errors.ts. Never runs model math: everything
-// heavy is the engine's (a worker thread).
+// live in serving_*.ts; error → status/body mapping lives in http_errors.ts. Never runs model math or the BPE:
+// everything heavy is the engine's (its tokenizer worker and core worker threads).
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { SSE_CONTENT_TYPE } from '../protocol/index.js';
