@@ -1,7 +1,7 @@
 // TokenizerManager: main-thread half of the engine (SGLang managers/tokenizer_manager.py): tokenizes (through an
-// AsyncEncoder: the tokenizer worker when serving), validates (context length, sampling params, logprob options),
-// fans n > 1 out into per-choice requests. No model math, and no BPE on the calling thread: only the linear-time
-// over-length pre-check (Tokenizer.minTokenCount) runs here.
+// AsyncEncoder: the tokenizer worker thread when serving), validates (context length, sampling params, logprob
+// options), fans n > 1 out into per-choice requests. No model math; of the tokenizer, only the linear-time
+// over-length pre-check (Tokenizer.minTokenCount) runs on this thread.
 import { ContextLengthExceededError, InvalidRequestError } from '../common/index.js';
 import { normalizeSamplingParams, type SamplingParams } from '../sampling/index.js';
 import type { TokenizedReq } from '../scheduler/index.js';
