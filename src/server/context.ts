@@ -30,6 +30,8 @@ export interface ServerDeps {
   readonly metrics: ServerMetrics | null;
   readonly logger: Logger;
   readonly version: string;
+  /** Largest request body accepted, bytes (default http_server.ts MAX_BODY_BYTES, ~512 MiB); larger → 413. */
+  readonly maxBodyBytes?: number;
 }
 
 /** One request/response pair as the handlers see it. */

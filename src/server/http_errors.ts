@@ -58,6 +58,16 @@ export function invalidJsonError(detail: string): HttpError {
   return { status: 400, body: errorResponse(`JSON decode error: ${detail}`, 400, 'Bad Request') };
 }
 
+/**
+ * A request body longer than the server accepts (uvicorn has no limit, but one JavaScript string cannot hold more
+ * than ~512 MiB, and the body is decoded to one string before JSON.parse): 413 with SGLang's ErrorResponse.
+ * @param bytes the body's size as received, bytes; limit the largest accepted, bytes
+ */
+export function bodyTooLargeError(bytes: number, limit: number): HttpError {
+  const msg = `Request body too large: ${bytes} bytes (the limit is ${limit} bytes).`;
+  return { status: 413, body: errorResponse(msg, 413, 'BadRequestError') };
+}
+
 /** Wrong or missing API key (SGLang's api-key middleware). */
 export const UNAUTHORIZED: HttpError = { status: 401, body: { error: 'Unauthorized' } };
 

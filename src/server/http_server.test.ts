@@ -262,6 +262,32 @@ test('bad requests → SGLang status and error body; server stays healthy', asyn
   assert.equal(ok.status, 200);
 });
 
+test('a body over the size limit → 413 ErrorResponse, the server keeps serving; a malformed %-escape in /v1/models/{id} → 404', async () => {
+  const { args } = parseServerArgs(['--api-key', API_KEY]);
+  const small = new HttpServer({
+    engine, tokenizer: tok, config: httpServerSlice(args, 'MiniMaxAI/MiniMax-M2.7'), chatPrompt: null, chatOutput: PLAIN_CHAT_OUTPUT,
+    modelFacts: { modelType: 'fake', architectures: ['FakeForCausalLM'] }, serverArgs: { port: 0 }, metrics: null, logger: SILENT_LOGGER,
+    version: '0.0.0-test', maxBodyBytes: 1000,
+  });
+  const smallBase = `http://127.0.0.1:${await small.listen('127.0.0.1', 0)}`;
+  small.setReady(true);
+  try {
+    const big = await fetch(`${smallBase}/v1/completions`, { method: 'POST', headers: auth, body: JSON.stringify({ prompt: 'a'.repeat(5000), max_tokens: 1 }) });
+    assert.equal(big.status, 413);
+    const b = await json(big);
+    assert.deepEqual([b.object, b.type, b.code], ['error', 'BadRequestError', 413]);
+    assert.equal(b.message, 'Request body too large: 5028 bytes (the limit is 1000 bytes).');
+    assert.equal((await fetch(`${smallBase}/health`)).status, 200);
+    const ok = await fetch(`${smallBase}/v1/completions`, { method: 'POST', headers: auth, body: JSON.stringify({ prompt: 'hi', max_tokens: 1 }) });
+    assert.equal(ok.status, 200);
+  } finally {
+    await small.close();
+  }
+  const bad = await fetch(`${base}/v1/models/%E0%A4%A`, { headers: auth });
+  assert.equal(bad.status, 404);
+  assert.deepEqual(await json(bad), { detail: 'Not Found' });
+});
+
 test('chat: empty messages → SGLang\'s 400 body "Messages cannot be empty."', async () => {
   for (const extra of [{}, { tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }] }]) {
     const res = await post('/v1/chat/completions', { model: 'm', messages: [], ...extra });

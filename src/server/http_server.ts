@@ -12,7 +12,8 @@ import { handleCompletion } from './serving_completions.js';
 import { handleGenerate } from './serving_generate.js';
 import { handleDetokenize, handleTokenize } from './serving_tokenize.js';
 import {
-  METHOD_NOT_ALLOWED, ROUTE_NOT_FOUND, UNAUTHORIZED, invalidJsonError, modelNotFoundError, toHttpError, unsupportedMediaError,
+  METHOD_NOT_ALLOWED, ROUTE_NOT_FOUND, UNAUTHORIZED, bodyTooLargeError, invalidJsonError, modelNotFoundError, toHttpError,
+  unsupportedMediaError,
   type HttpError,
 } from './http_errors.js';
 import { newRid, nowSeconds } from './request_utils.js';
@@ -59,11 +60,36 @@ class NodeExchange implements Exchange {
   }
 }
 
-function readBody(req: IncomingMessage): Promise<string> {
+/**
+ * Largest request body accepted, bytes: V8's longest string (0x1fffffe8 UTF-16 units; a UTF-8 body of at most this
+ * many bytes always decodes to a string that fits).
+ */
+export const MAX_BODY_BYTES = 0x1fffffe8;
+
+/**
+ * Reads a request body as UTF-8. A body over `maxBytes` is drained and dropped as it arrives (memory stays bounded)
+ * and resolves to its size instead of its text.
+ * @returns the text, or `{ tooLarge: bytes }`; rejects only on a socket error
+ */
+function readBody(req: IncomingMessage, maxBytes = MAX_BODY_BYTES): Promise<string | { tooLarge: number }> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    let bytes = 0;
+    req.on('data', (c: Buffer) => {
+      bytes += c.length;
+      if (bytes <= maxBytes) chunks.push(c);
+      else chunks.length = 0;
+    });
+    req.on('end', () => {
+      if (bytes > maxBytes) resolve({ tooLarge: bytes });
+      else {
+        try {
+          resolve(Buffer.concat(chunks).toString('utf8'));
+        } catch (err) {
+          reject(err);
+        }
+      }
+    });
     req.on('error', reject);
   });
 }
@@ -139,7 +165,13 @@ export class HttpServer {
     if (!route) {
       if (path.startsWith('/v1/models/')) {
         if (method !== 'GET') { send(METHOD_NOT_ALLOWED); return; }
-        const name = decodeURIComponent(path.slice('/v1/models/'.length));
+        let name: string;
+        try {
+          name = decodeURIComponent(path.slice('/v1/models/'.length));
+        } catch {
+          send(ROUTE_NOT_FOUND); // a malformed %-escape names no model (Starlette answers 404)
+          return;
+        }
         if (name === config.servedModelName) ex.sendJson(200, this.modelCard());
         else send(modelNotFoundError(name));
         return;
@@ -151,7 +183,9 @@ export class HttpServer {
     let body: unknown = undefined;
     let raw = '';
     if (method === 'POST' || method === 'PUT') {
-      raw = await readBody(req);
+      const got = await readBody(req, this.deps.maxBodyBytes ?? MAX_BODY_BYTES);
+      if (typeof got !== 'string') { send(bodyTooLargeError(got.tooLarge, this.deps.maxBodyBytes ?? MAX_BODY_BYTES)); return; }
+      raw = got;
       if (route.json) {
         const ct = req.headers['content-type'];
         if (route.openai && !(ct ?? '').toLowerCase().includes('application/json')) { send(unsupportedMediaError(ct)); return; }

@@ -306,8 +306,9 @@ export class ChatPromptBuilder {
   /**
    * The prompt for one chat request.
    * @param request the request JSON (fields of {@link ChatRequestLike}; others ignored)
-   * @param options `rawBody`: the request's raw JSON text, re-read losslessly so tool schemas keep Python's
-   *   float spelling (`1.0`); without it numbers are as JSON.parse left them
+   * @param options `rawBody`: the request's raw JSON text, re-read losslessly (only when the request has tools or
+   *   chat_template_kwargs) so tool schemas keep Python's float spelling (`1.0`); without it numbers are as
+   *   JSON.parse left them
    * @throws InvalidRequestError for SGLang's 400 cases (empty messages, tool_choice without tools or naming an
    *   unknown tool, tool-call arguments that are not a JSON object, template errors, encoder errors)
    */
@@ -343,7 +344,9 @@ export class ChatPromptBuilder {
   prepare(request: ChatRequestLike, options: { rawBody?: string } = {}): PreparedChat {
     let tools = request.tools;
     let kwargs = request.chat_template_kwargs ?? null;
-    if (options.rawBody !== undefined) {
+    // the lossless re-read only when there is something to keep (it builds strings a character at a time: a 30 MB
+    // message body would hold the caller's thread for seconds)
+    if (options.rawBody !== undefined && (tools != null || kwargs != null)) {
       try {
         const raw = asObject(pyJsonLoads(options.rawBody));
         if (raw) {
