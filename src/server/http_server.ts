@@ -183,8 +183,9 @@ export class HttpServer {
     let body: unknown = undefined;
     let raw = '';
     if (method === 'POST' || method === 'PUT') {
-      const got = await readBody(req, this.deps.maxBodyBytes ?? MAX_BODY_BYTES);
-      if (typeof got !== 'string') { send(bodyTooLargeError(got.tooLarge, this.deps.maxBodyBytes ?? MAX_BODY_BYTES)); return; }
+      const limit = this.deps.maxBodyBytes ?? MAX_BODY_BYTES;
+      const got = await readBody(req, limit);
+      if (typeof got !== 'string') { send(bodyTooLargeError(got.tooLarge, limit)); return; }
       raw = got;
       if (route.json) {
         const ct = req.headers['content-type'];
