@@ -26,20 +26,21 @@ async function makeEngine(o: Partial<EngineOptions> = {}): Promise<Engine> {
   });
 }
 
-async function collect(it: AsyncIterable<GenerateOutput>): Promise<{ ids: number[]; last: GenerateOutput; n: number }> {
+/** Concatenates a request's outputs; `onFirst` runs when the first output arrives. */
+async function collect(it: AsyncIterable<GenerateOutput>, onFirst?: () => void): Promise<{ ids: number[]; last: GenerateOutput; n: number }> {
   const ids: number[] = [];
   let last: GenerateOutput | null = null;
   let n = 0;
   for await (const o of it) {
     ids.push(...o.outputIds);
     last = o;
-    n++;
+    if (n++ === 0) onFirst?.();
   }
   return { ids, last: last!, n };
 }
 
-function gen(e: Engine, rid: string, inputIds: number[], maxNewTokens: number, stream = false) {
-  return collect(e.generate({ rid, inputIds, stream, samplingParams: { temperature: 0, maxNewTokens, ignoreEos: true } }));
+function gen(e: Engine, rid: string, inputIds: number[], maxNewTokens: number, stream = false, onFirst?: () => void) {
+  return collect(e.generate({ rid, inputIds, stream, samplingParams: { temperature: 0, maxNewTokens, ignoreEos: true } }), onFirst);
 }
 
 // Prompts: the golden ones plus variants (shared prefixes for the cache, lengths for chunking).
@@ -120,8 +121,12 @@ test('mixed extend+decode step and retraction under a tiny --max-total-tokens ke
     await e.shutdown();
   }
   const e = await makeEngine({ maxTotalTokens: 160, scheduleConservativeness: 0.3, enableMixedChunk: true });
-  const first = gen(e, 'm0', PROMPTS[0], 24);
-  await new Promise((r) => setTimeout(r, 5));
+  // the others arrive once m0 has streamed its first token, so m0 is decoding then (a mixed step, and the tiny pool
+  // retracts), however late a timer would fire on a loaded machine
+  let m0Decoding!: () => void;
+  const m0Started = new Promise<void>((resolve) => { m0Decoding = resolve; });
+  const first = gen(e, 'm0', PROMPTS[0], 24, true, m0Decoding);
+  await m0Started;
   const rest = await Promise.all(PROMPTS.slice(1, 6).map((p, i) => gen(e, `m${i + 1}`, p, 24)));
   const all = [await first, ...rest];
   all.forEach((r, i) => assert.deepEqual(r.ids, alone[i], `m${i}`));
