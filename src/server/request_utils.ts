@@ -148,8 +148,8 @@ export function wireFinishReason(f: FinishReason | null): WireFinishReason {
 
 /**
  * An AbortController that also aborts when `signal` does (the client disconnects). A batch handler gives its signal
- * to every prompt's request and aborts it when one prompt is refused, so the others stop instead of running on
- * for a response that is already an error.
+ * to every prompt's request and to mergeAsync, which aborts it when one prompt fails, so the others stop instead of
+ * running on for a response that is already an error.
  */
 export function childAbortController(signal: AbortSignal): AbortController {
   const child = new AbortController();
@@ -161,16 +161,24 @@ export function childAbortController(signal: AbortSignal): AbortController {
 /**
  * Merges several async iterables, yielding items as they arrive (for batch prompts fanned out to the engine).
  * An error of any source ends the merge with that error.
+ * @param cancel aborted when the merge ends early (a source threw, whenever that happens, or the consumer stopped
+ *   iterating), so a batch's other prompts stop instead of running on for a response that is already an error
  */
-export async function* mergeAsync<T>(sources: readonly AsyncIterable<T>[]): AsyncGenerator<T> {
+export async function* mergeAsync<T>(sources: readonly AsyncIterable<T>[], cancel?: AbortController): AsyncGenerator<T> {
   const iters = sources.map((s) => s[Symbol.asyncIterator]());
   const pending = new Map<number, Promise<{ i: number; r: IteratorResult<T> }>>();
   const pull = (i: number) => pending.set(i, iters[i].next().then((r) => ({ i, r })));
   iters.forEach((_, i) => pull(i));
-  while (pending.size > 0) {
-    const { i, r } = await Promise.race(pending.values());
-    if (r.done) { pending.delete(i); continue; }
-    pull(i);
-    yield r.value;
+  let drained = false;
+  try {
+    while (pending.size > 0) {
+      const { i, r } = await Promise.race(pending.values());
+      if (r.done) { pending.delete(i); continue; }
+      pull(i);
+      yield r.value;
+    }
+    drained = true;
+  } finally {
+    if (!drained) cancel?.abort(); // a source threw or the consumer stopped: the other sources' requests stop too
   }
 }

@@ -73,10 +73,9 @@ export async function handleCompletion(deps: ServerDeps, ex: Exchange, body: unk
       const gen = deps.engine.generate({ rid: sub, ...pr, samplingParams, stream: req.stream === true, returnLogprob: wantLogprobs, topLogprobsNum: wantLogprobs ? (req.logprobs ?? 0) : 0, ...(echoLogprobs ? { logprobStartLen: 0 } : {}) }, batchAbort.signal);
       return (async function* () { for await (const o of gen) yield { ...o, index: i * n + o.index }; })();
     });
-    iter = (sources.length === 1 ? sources[0] : mergeAsync(sources))[Symbol.asyncIterator]();
+    iter = (sources.length === 1 ? sources[0] : mergeAsync(sources, batchAbort))[Symbol.asyncIterator]();
     first = await iter.next();
   } catch (err) {
-    batchAbort.abort(); // the other prompts of a batch
     const e = toHttpError(err);
     ex.sendJson(e.status, e.body);
     return;

@@ -117,10 +117,9 @@ export async function handleGenerate(deps: ServerDeps, ex: Exchange, body: unkno
       const observed = deps.metrics ? deps.metrics.observe(gen) : gen;
       return (async function* () { for await (const o of observed) yield { ...o, batchIdx: i }; })();
     });
-    iter = (sources.length === 1 ? sources[0] : mergeAsync(sources))[Symbol.asyncIterator]();
+    iter = (sources.length === 1 ? sources[0] : mergeAsync(sources, batchAbort))[Symbol.asyncIterator]();
     first = await iter.next();
   } catch (err) {
-    batchAbort.abort(); // the other inputs of a batch
     const e = toGenerateHttpError(err);
     ex.sendJson(e.status, e.body);
     return;
