@@ -145,7 +145,7 @@ export class TokenizerManager {
       if (!this.allowAutoTruncate) throw inputTooLongError(`at least ${minTokens}`, ctx);
       texts = prefixReaching(tokenizer, segments, ctx + 1);
     }
-    const ids = await encoder.encode(texts, texts.length === 1 && addSpecialTokens, signal);
+    const ids = await encoder.encode(texts, addSpecialTokens, signal);
     return ids.length === 1 ? ids[0] : ids.flat();
   }
 
