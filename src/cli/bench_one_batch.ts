@@ -10,12 +10,14 @@ import { appendFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { InvalidRequestError, Logger, Rng, TsglangError } from '../common/index.js';
 import { loadModelConfig, readKernelEnv } from '../config/index.js';
-import { createOps, defaultThreads, loadNativeAddon, parseOpsBackend } from '../kernels/index.js';
+import { installNativeSampling } from '../engine/index.js';
+import { createOps, defaultThreads, parseOpsBackend } from '../kernels/index.js';
 import type { OpsBackend } from '../kernels/index.js';
 import { SimpleBatchContext } from '../layers/index.js';
 import { KVPool } from '../mem_cache/index.js';
 import { loadModel } from '../models/index.js';
 import type { CausalLM } from '../models/index.js';
+import { samplerKernels } from '../sampling/index.js';
 import { argmax } from './logits.js';
 
 const USAGE = `usage: tsglang bench-one-batch --model-path DIR [--batch-size B ...] [--input-len L ...] [--output-len N ...]
@@ -146,6 +148,8 @@ export function parseBenchOneBatchArgs(argv: readonly string[]): BenchOneBatchAr
  * Refuses a sweep whose longest sequence does not fit the model's context: prefill positions 0..L-1 plus N-1 decode
  * positions must stay below the context length (SGLang's total-token rule, input + output ≤ context_len), else the
  * rotary tables and attention run past what the model was built for and the figures mean nothing.
+ * @param inputLen the sweep's --input-len values, tokens (the largest is checked)
+ * @param outputLen the sweep's --output-len values, tokens (the largest is checked)
  * @param contextLength the model's context length (config.json max_position_embeddings, as `serve` derives it)
  * @throws InvalidRequestError naming --input-len / --output-len, the total and the context length
  */
@@ -161,28 +165,24 @@ export function checkSweepFitsContext(inputLen: readonly number[], outputLen: re
 }
 
 /**
- * Greedy pick per row: the first largest logit (logits.ts `argmax`, or the addon's identical native loop).
+ * Greedy pick per row: the first largest logit, with the engine's greedy kernel (the native argmax once
+ * installNativeSampling has run, else logits.ts `argmax`; identical results).
  * @param logits [rows, vocab] f32
- * @param nativeArgmax the addon's argmaxF32 (the engine's greedy sampler uses it; ~10× faster), or null
  */
-function argmaxRows(logits: Float32Array, rows: number, vocab: number, nativeArgmax: ArgmaxFn | null): number[] {
+function argmaxRows(logits: Float32Array, rows: number, vocab: number): number[] {
+  const native = samplerKernels();
   const out: number[] = [];
   for (let r = 0; r < rows; r++) {
     const row = logits.subarray(r * vocab, (r + 1) * vocab);
-    out.push(nativeArgmax ? nativeArgmax(row, vocab) : argmax(row));
+    out.push(native ? native.argmax(row, vocab) : argmax(row));
   }
   return out;
 }
 
-/** Index of the first largest of s[0..n) (NaN never chosen unless s[0]), as the native addon's argmaxF32. */
-export type ArgmaxFn = (s: Float32Array, n: number) => number;
-
-/** Backend pieces a latency run borrows, as the engine uses them (all optional: plain arrays and JS loops). */
+/** Backend pieces a latency run borrows, as the engine uses them (optional: plain arrays). */
 export interface LatencyRunBackend {
-  /** KV-cache buffer storage (`Ops.allocateKvBuffer`). */
+  /** KV-cache buffer storage (`Ops.allocateKvBuffer`): a zeroed f32 buffer of n elements. */
   readonly kvAlloc?: (n: number) => Float32Array;
-  /** Native greedy argmax (the engine's sampler kernel). */
-  readonly argmax?: ArgmaxFn | null;
 }
 
 function median(xs: number[]): number {
@@ -200,11 +200,10 @@ function fmt(x: number, width: number, digits: number): string {
  * One latency run (SGLang latency_test_run_once): prefill all prompts as one extend batch, then `outputLen - 1`
  * batch decode steps with greedy picks. Prints SGLang's lines through `print`.
  * @param prompts [batchSize][inputLen] token ids
- * @param backend KV-cache storage and greedy argmax (default plain arrays and the JS loop; `run` passes the backend's
- *   `Ops.allocateKvBuffer` and the addon's argmax, as the engine uses them)
+ * @param backend KV-cache storage (default plain arrays; `run` passes the backend's `Ops.allocateKvBuffer`, as the
+ *   engine uses it)
  */
 export function latencyTestRunOnce(model: CausalLM, prompts: number[][], outputLen: number, runName: string, logDecodeStep: number, print: (line: string) => void, backend: LatencyRunBackend = {}): BenchOneBatchResult {
-  const argmax = backend.argmax ?? null;
   const batchSize = prompts.length;
   const inputLen = prompts[0].length;
   const vocab = model.config.vocabSize;
@@ -214,7 +213,7 @@ export function latencyTestRunOnce(model: CausalLM, prompts: number[][], outputL
   let tot = 0;
   let t0 = performance.now();
   const prefill = model.forward(ctx.makeBatch(reqs.map((req, i) => ({ req, inputIds: prompts[i] })), { logits: 'last' }));
-  let next = argmaxRows(prefill.logits, batchSize, vocab, argmax);
+  let next = argmaxRows(prefill.logits, batchSize, vocab);
   const prefillLatency = (performance.now() - t0) / 1000;
   tot += prefillLatency;
   const prefillThroughput = (inputLen * batchSize) / prefillLatency;
@@ -223,7 +222,7 @@ export function latencyTestRunOnce(model: CausalLM, prompts: number[][], outputL
   for (let i = 0; i < outputLen - 1; i++) {
     t0 = performance.now();
     const out = model.forward(ctx.makeBatch(reqs.map((req, r) => ({ req, inputIds: [next[r]] })), { logits: 'last' }));
-    next = argmaxRows(out.logits, batchSize, vocab, argmax);
+    next = argmaxRows(out.logits, batchSize, vocab);
     const latency = (performance.now() - t0) / 1000;
     tot += latency;
     decodeLatencies.push(latency);
@@ -278,16 +277,16 @@ export async function run(argv: string[]): Promise<number> {
     return err instanceof InvalidRequestError ? 2 : 1;
   }
   try {
-    const ops = createOps({ backend: args.backend, threads: args.threads, env: readKernelEnv() });
+    const kernelEnv = readKernelEnv();
+    const ops = createOps({ backend: args.backend, threads: args.threads, env: kernelEnv });
+    if (ops.name === 'native') installNativeSampling(kernelEnv); // the engine's greedy kernel, as serving uses it
     logger.info(`bench-one-batch: backend ${ops.name}, threads ${args.threads}`);
     const { model } = loadModel(args.modelPath, { ops, overrides: args.overrideArgs ?? {}, logger });
     const vocab = model.config.vocabSize;
     const maxTokens = Math.max(...args.batchSize) * (Math.max(...args.inputLen) + Math.max(...args.outputLen));
     print(`max_total_num_tokens=${maxTokens}`);
     print('Warmup ...');
-    const addon = ops.name === 'native' ? loadNativeAddon(readKernelEnv()).addon : null;
-    const argmaxF32 = addon?.argmaxF32?.bind(addon) ?? null;
-    const backend: LatencyRunBackend = { kvAlloc: (n) => ops.allocateKvBuffer(n), argmax: argmaxF32 };
+    const backend: LatencyRunBackend = { kvAlloc: (n) => ops.allocateKvBuffer(n) };
     latencyTestRunOnce(model, syntheticPrompts(args.batchSize[0], args.inputLen[0], vocab, args.seed), Math.min(32, args.outputLen[0]), args.runName, 0, print, backend);
     print('Benchmark ...');
     const results: BenchOneBatchResult[] = [];

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { InvalidRequestError, Logger, TsglangError, UnsupportedFeatureError } from '../common/index.js';
 import type { LogLevel } from '../common/index.js';
 import {
-  engineSlice, httpServerSlice, parseServerArgs, readKernelEnv, readServerEnv, servedModelName, serverArgsHelp, validateServerArgs,
+  engineSlice, httpServerSlice, parseServerArgs, readServerEnv, servedModelName, serverArgsHelp, validateServerArgs,
 } from '../config/index.js';
 import type { ServerArgs } from '../config/index.js';
 import { Engine } from '../engine/index.js';
@@ -102,7 +102,7 @@ export async function run(argv: string[]): Promise<number> {
 
     // 2. engine (worker thread): loads weights, sizes the KV pool; prompts are tokenized in a tokenizer worker thread
     engine = await Engine.create({
-      ...engineSlice(args, modelPath), kernelEnv: readKernelEnv(), useWorkerThread: true, tokenizerWorker: true,
+      ...engineSlice(args, modelPath), kernelEnv: env, useWorkerThread: true, tokenizerWorker: true,
       ...(env.tokenizeTimeoutMs !== null ? { tokenizeTimeoutMs: env.tokenizeTimeoutMs } : {}),
     }, logger);
     // 3. HTTP server
