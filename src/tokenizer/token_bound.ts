@@ -178,6 +178,22 @@ export function tokenBoundOf(tokenizerJson: unknown, tokenizerConfig: Readonly<R
  */
 export function minTokenCountOf(bound: TokenBound | null, text: string): number {
   if (bound === null) return 0;
-  const bytes = bound.whitespaceMayVanish ? utf8Bytes(text.replace(/\s+/g, '')) : utf8Bytes(text);
+  const bytes = utf8Bytes(text) - (bound.whitespaceMayVanish ? whitespaceUtf8Bytes(text) : 0);
   return Math.ceil(bytes / bound.maxTokenBytes);
+}
+
+/**
+ * UTF-8 bytes of the characters of `text` that the regex `\s` matches (ECMAScript WhiteSpace and LineTerminator, all
+ * in the BMP), counted in one pass without copying the text (it may be a prompt of hundreds of MB).
+ */
+function whitespaceUtf8Bytes(text: string): number {
+  let n = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x20 || (c >= 0x09 && c <= 0x0d)) n += 1;
+    else if (c < 0xa0) continue;
+    else if (c === 0xa0) n += 2;
+    else if (c === 0x1680 || (c >= 0x2000 && c <= 0x200a) || c === 0x2028 || c === 0x2029 || c === 0x202f || c === 0x205f || c === 0x3000 || c === 0xfeff) n += 3;
+  }
+  return n;
 }

@@ -125,7 +125,9 @@ export class HfTokenizer implements Tokenizer {
    * The most UTF-8 bytes of input one token can stand for (token_bound.ts: longest vocabulary entry, added token or
    * unk piece, in input bytes), or null when this tokenizer's normalizer / pre-tokenizer may shrink or drop text.
    */
-  readonly maxTokenBytes: number | null;
+  get maxTokenBytes(): number | null {
+    return this.tokenBound?.maxTokenBytes ?? null;
+  }
   private readonly tokenBound: TokenBound | null;
   private readonly core: HfTokenizerCore;
   private readonly special: Set<number>;
@@ -214,7 +216,6 @@ export class HfTokenizer implements Tokenizer {
     // 4. token-count lower bound (refusing over-long prompts before tokenizing them)
     const normalizer = this.core.normalizer;
     this.tokenBound = tokenBoundOf(tokenizerJson, tokenizerConfig, (s) => (normalizer ? normalizer.normalize(s) : s));
-    this.maxTokenBytes = this.tokenBound?.maxTokenBytes ?? null;
   }
 
   private lookupConfigToken(text: string | null, field: string): number | null {
