@@ -17,9 +17,8 @@ function sendError(ex: Exchange, err: unknown): void {
  * minutes). A client that disconnects drops its tokenization.
  */
 export async function handleTokenize(deps: ServerDeps, ex: Exchange, body: unknown): Promise<void> {
-  const { tokenizer, engine } = deps;
+  const { engine } = deps;
   const b = (body ?? {}) as { prompt?: unknown; add_special_tokens?: unknown };
-  if (!tokenizer) { sendError(ex, new InvalidRequestError('the tokenizer is not initialized (--skip-tokenizer-init)', 'prompt')); return; }
   const single = typeof b.prompt === 'string';
   const prompts = single ? [b.prompt as string] : Array.isArray(b.prompt) && b.prompt.every((p) => typeof p === 'string') ? (b.prompt as string[]) : null;
   if (!prompts) { sendError(ex, new InvalidRequestError('prompt must be a string or a list of strings', 'prompt')); return; }
