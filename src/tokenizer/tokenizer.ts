@@ -7,8 +7,6 @@ import { ModelLoadError } from '../common/index.js';
 import { byteLevelDecodeTable } from './byte_level.js';
 import { minTokenCountOf, tokenBoundOf, type TokenBound } from './token_bound.js';
 
-export { byteLevelDecodeTable };
-
 /** Options of {@link Tokenizer.encode}. */
 export interface EncodeOptions {
   /**
