@@ -238,12 +238,21 @@ void fp8ScaleX(const float* x, const WeightView& w, int64_t rowBlock, float* out
   }
 }
 
+bool matmulRangeIsBlocked(int64_t M, const WeightView& w) {
+  return !(M <= kDirectMaxM && (w.fmt != WFormat::FP8 || fp8XScaled(w)));
+}
+
+void matmulRangePacked(const float* xp, int64_t M, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy,
+                       float* scratch) {
+  if (n1 <= n0 || M <= 0) return;
+  blockedMatmulRangePacked(xp, M, w, n0, n1, y, ldy, scratch);
+}
+
 void matmulRange(const float* x, int64_t M, int64_t ldx, const WeightView& w, int64_t n0, int64_t n1, float* y,
                  int64_t ldy, float* scratch) {
   const int64_t K = w.k;
   if (n1 <= n0 || M <= 0) return;
-  const bool direct = M <= kDirectMaxM && (w.fmt != WFormat::FP8 || fp8XScaled(w));
-  if (!direct) {
+  if (matmulRangeIsBlocked(M, w)) {
     blockedMatmulRange(x, M, ldx, w, n0, n1, y, ldy, scratch);
     return;
   }

@@ -37,6 +37,28 @@ void matmul(ThreadPool& pool, const float* x, int64_t M, int64_t ldx, const Weig
 void matmulRange(const float* x, int64_t M, int64_t ldx, const WeightView& w, int64_t n0, int64_t n1, float* y,
                  int64_t ldy, float* scratch);
 
+/** True when matmulRange computes M rows of w on the packed blocked path (else the direct path, which reads x as is). */
+bool matmulRangeIsBlocked(int64_t M, const WeightView& w);
+
+/** Floats of M rows × K packed by packActivations (tiles of 4 rows, K zero-padded to a multiple of 8). */
+int64_t packedActivationFloats(int64_t M, int64_t K);
+
+/**
+ * Packs x [M, ldx] (first K of each row) into the blocked path's activation tiles, for callers that run several
+ * matmulRangePacked over the same rows (e.g. an expert's gate and up chunks): tile t (rows 4t..4t+3; a last partial
+ * tile's missing rows are never read) at xp + t·k8·4 as [k8/8][4][8] floats, k8 = K rounded up to 8, zeros past K.
+ * @param xp f32 buffer of packedActivationFloats(M, K) elements
+ */
+void packActivations(const float* x, int64_t M, int64_t ldx, int64_t K, float* xp);
+
+/**
+ * matmulRange over activations packed by packActivations (x's M rows, W's K): y[m, n - n0] for n in [n0, n1), the
+ * same bits as matmulRange of the unpacked rows. Only for matmulRangeIsBlocked(M, w).
+ * @param scratch f32 buffer of at least gemmScratchFloats(K) elements
+ */
+void matmulRangePacked(const float* xp, int64_t M, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy,
+                       float* scratch);
+
 /** Scratch floats matmulRange needs for inner dimension K. */
 int64_t gemmScratchFloats(int64_t K);
 

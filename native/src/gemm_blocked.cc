@@ -1,8 +1,9 @@
 // Blocked large-M GEMM (see gemm_blocked.h), GotoBLAS-style packing with the direct path's per-element arithmetic.
 // - Weights: a chunk of rows (about kChunkFloats floats, L2-sized) is decoded once to f32 (decodeRow: the same values
 //   as the direct path) and packed into panels of kNR rows, [k/8][kNR][8] floats: one sequential stream per panel.
-// - Activations: packed into tiles of kMR rows, [k/8][kMR][8] floats (once per matmul call, on huge pages; per tile in
-//   blockedMatmulRange), so a tile's k-block slice (kMR × kKC floats) is one contiguous L1-resident block.
+// - Activations: packed into tiles of kMR rows, [k/8][kMR][8] floats (packActivations: once per matmul call, on huge
+//   pages; by the caller for blockedMatmulRangePacked, e.g. once per expert; per tile in blockedMatmulRange), so a
+//   tile's k-block slice (kMR × kKC floats) is one contiguous L1-resident block.
 // - Register tile kMR × kNR = 4 × 3: 12 eight-lane accumulators, 7 loads per 12 FMAs.
 // - FP8 (x-scaled, common.h): the panels hold the raw codes fp8·2^-120, a chunk never spans two scale row-blocks, and
 //   the x tiles are scaled for the chunk's row block (x'' = x·scale·2^64) by the first panel's tile as it runs
@@ -308,8 +309,23 @@ int64_t gemmScratchFloats(int64_t K) {
   return scratchFloats(K);
 }
 
-void blockedMatmulRange(const float* x, int64_t M, int64_t ldx, const WeightView& w, int64_t n0, int64_t n1, float* y,
-                        int64_t ldy, float* scratch) {
+int64_t packedActivationFloats(int64_t M, int64_t K) {
+  return (M + kMR - 1) / kMR * kMR * roundUp8(K);
+}
+
+void packActivations(const float* x, int64_t M, int64_t ldx, int64_t K, float* xp) {
+  const int64_t k8 = roundUp8(K);
+  for (int64_t m = 0; m < M; m += kMR) {
+    const int mr = static_cast<int>(std::min<int64_t>(kMR, M - m));
+    packX(x + m * ldx, ldx, mr, K, xp + m * k8);
+  }
+}
+
+namespace {
+
+/** The chunk loop of blockedMatmulRange(Packed): x packed (xp) or packed per tile from x. */
+void rangeOverChunks(const float* xp, const float* x, int64_t ldx, int64_t M, const WeightView& w, int64_t n0,
+                     int64_t n1, float* y, int64_t ldy, float* scratch) {
   const int64_t nb = chunkRows(w.k);
   const Scratch sc = carveScratch(scratch, w.k);
   const int64_t tiles = (M + kMR - 1) / kMR;
@@ -317,9 +333,21 @@ void blockedMatmulRange(const float* x, int64_t M, int64_t ldx, const WeightView
     const int64_t c1 = chunkEnd(w, c0, nb, n1);
     packChunk(w, c0, c1, sc.wp, sc.row);
     if (fp8XScaled(w)) expandScales(w, c0 / w.bn, sc.sK);
-    chunkTimesTiles(w, c0, c1, nullptr, x, ldx, sc, M, 0, tiles, y + (c0 - n0), ldy);
+    chunkTimesTiles(w, c0, c1, xp, x, ldx, sc, M, 0, tiles, y + (c0 - n0), ldy);
     c0 = c1;
   }
+}
+
+}  // namespace
+
+void blockedMatmulRange(const float* x, int64_t M, int64_t ldx, const WeightView& w, int64_t n0, int64_t n1, float* y,
+                        int64_t ldy, float* scratch) {
+  rangeOverChunks(nullptr, x, ldx, M, w, n0, n1, y, ldy, scratch);
+}
+
+void blockedMatmulRangePacked(const float* xp, int64_t M, const WeightView& w, int64_t n0, int64_t n1, float* y,
+                              int64_t ldy, float* scratch) {
+  rangeOverChunks(xp, nullptr, 0, M, w, n0, n1, y, ldy, scratch);
 }
 
 void blockedMatmul(ThreadPool& pool, const float* x, int64_t M, int64_t ldx, const WeightView& w, float* y,
@@ -356,10 +384,8 @@ void blockedMatmul(ThreadPool& pool, const float* x, int64_t M, int64_t ldx, con
   const int64_t tilesPerChunk = (tiles + mChunks - 1) / mChunks;
   mChunks = (tiles + tilesPerChunk - 1) / tilesPerChunk;
   auto packTiles = [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; t++) {
-      const int64_t m = t * kMR;
-      packX(x + m * ldx, ldx, static_cast<int>(std::min<int64_t>(kMR, M - m)), K, xp + t * k8 * kMR);
-    }
+    const int64_t m0 = t0 * kMR, m1 = std::min(M, t1 * kMR);
+    if (m1 > m0) packActivations(x + m0 * ldx, m1 - m0, ldx, K, xp + t0 * k8 * kMR);
   };
   auto task = [&](int64_t t, int ti) {
     const int64_t nt = t / mChunks, mt = t % mChunks;

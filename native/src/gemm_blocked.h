@@ -29,4 +29,12 @@ void blockedMatmul(ThreadPool& pool, const float* x, int64_t M, int64_t ldx, con
 void blockedMatmulRange(const float* x, int64_t M, int64_t ldx, const WeightView& w, int64_t n0, int64_t n1, float* y,
                         int64_t ldy, float* scratch);
 
+/**
+ * blockedMatmulRange over x already packed into tiles (packActivations, gemm.h): the same bits, without packing x
+ * per weight chunk.
+ * @param xp packed [ceil(M/4) tiles][k8/8][4][8] f32; y [M, ldy] f32; scratch as blockedMatmulRange
+ */
+void blockedMatmulRangePacked(const float* xp, int64_t M, const WeightView& w, int64_t n0, int64_t n1, float* y,
+                              int64_t ldy, float* scratch);
+
 }  // namespace tsg

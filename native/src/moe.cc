@@ -80,6 +80,39 @@ std::string fusedMoe(ThreadPool& pool, const float* x, int64_t numTokens, int64_
   for (int64_t p = 0; p < numEntries; p++) std::memcpy(xgp + p * hidden, x + entryToken[p] * hidden, hidden * sizeof(float));
 
   const int threads = pool.threads();
+  // experts on the blocked path (more than a few rows) get their rows packed once (packActivations) for all their
+  // weight-row tasks: gate and up share the packed x, down the packed h. An empty range packOff[e] == packOff[e + 1]
+  // (hPackOff for h): the direct path, which reads the rows as they are.
+  std::vector<int64_t> packOff(numExperts + 1, 0), hPackOff(numExperts + 1, 0);
+  for (int64_t e = 0; e < numExperts; e++) {
+    const int64_t rows = first[e + 1] - first[e];
+    const bool blocked = rows > 0 && (matmulRangeIsBlocked(rows, *experts[e].gate) || matmulRangeIsBlocked(rows, *experts[e].up));
+    const bool hBlocked = rows > 0 && matmulRangeIsBlocked(rows, *experts[e].down);
+    packOff[e + 1] = packOff[e] + (blocked ? packedActivationFloats(rows, hidden) : 0);
+    hPackOff[e + 1] = hPackOff[e] + (hBlocked ? packedActivationFloats(rows, experts[e].down->k) : 0);
+  }
+  static thread_local std::vector<float> xPacked, hPacked;
+  grow(xPacked, packOff[numExperts]);
+  grow(hPacked, hPackOff[numExperts]);
+  float* const xpk = xPacked.data();
+  float* const hpk = hPacked.data();
+  const int64_t* const pOff = packOff.data();
+  const int64_t* const hOff = hPackOff.data();
+  // packs each blocked expert's rows, x (gate/up input) or h (down input), one task per expert (none at decode)
+  auto packRows = [&](bool down) {
+    if ((down ? hOff : pOff)[numExperts] == 0) return;
+    pool.parallelFor(numExperts, [&](int64_t e, int) {
+      const int64_t rows = first[e + 1] - first[e];
+      const int64_t* off = down ? hOff : pOff;
+      if (off[e + 1] == off[e]) return;
+      if (down) {
+        const int64_t inter = experts[e].gate->n;
+        packActivations(gp + interOff[e], rows, inter, inter, hpk + off[e]);
+      } else {
+        packActivations(xgp + first[e] * hidden, rows, hidden, hidden, xpk + off[e]);
+      }
+    });
+  };
   static thread_local std::vector<std::vector<float>> scratch;
   if (static_cast<int>(scratch.size()) < threads) scratch.resize(threads);
   auto* scr = &scratch;
@@ -113,18 +146,24 @@ std::string fusedMoe(ThreadPool& pool, const float* x, int64_t numTokens, int64_
       const WeightView& w = tk.which == 0 ? *ex.gate : tk.which == 1 ? *ex.up : *ex.down;
       std::vector<float>& s = (*scr)[ti];
       if (static_cast<int64_t>(s.size()) < gemmScratchFloats(w.k)) s.resize(gemmScratchFloats(w.k));
+      const int64_t e = tk.expert;
       if (tk.which == 2) {
         const int64_t inter = ex.gate->n;
-        matmulRange(gp + interOff[tk.expert], rows, inter, w, tk.n0, tk.n1, ygp + first[tk.expert] * hidden + tk.n0, hidden, s.data());
+        float* dst = ygp + first[e] * hidden + tk.n0;
+        if (hOff[e + 1] > hOff[e]) matmulRangePacked(hpk + hOff[e], rows, w, tk.n0, tk.n1, dst, hidden, s.data());
+        else matmulRange(gp + interOff[e], rows, inter, w, tk.n0, tk.n1, dst, hidden, s.data());
       } else {
-        float* dst = tk.which == 0 ? gp + interOff[tk.expert] : up + interOff[tk.expert];
-        matmulRange(xgp + first[tk.expert] * hidden, rows, hidden, w, tk.n0, tk.n1, dst + tk.n0, w.n, s.data());
+        float* dst = (tk.which == 0 ? gp + interOff[e] : up + interOff[e]) + tk.n0;
+        if (pOff[e + 1] > pOff[e] && matmulRangeIsBlocked(rows, w)) matmulRangePacked(xpk + pOff[e], rows, w, tk.n0, tk.n1, dst, w.n, s.data());
+        else matmulRange(xgp + first[e] * hidden, rows, hidden, w, tk.n0, tk.n1, dst, w.n, s.data());
       }
     });
   };
   // 3. gate and up, 4. h = silu(g)·u (into g), 5. down
+  packRows(false);
   runTasks(makeTasks(false));
   siluAndMulArray(gp, up, gp, interOff[numExperts]);
+  packRows(true);
   runTasks(makeTasks(true));
   // 6. per token, f64 sum over its entries in ascending expert id (entries are grouped by expert ascending)
   std::vector<int64_t> tokenCount(numTokens + 1, 0);
