@@ -68,6 +68,15 @@ export function bodyTooLargeError(bytes: number, limit: number): HttpError {
   return { status: 413, body: errorResponse(msg, 413, 'BadRequestError') };
 }
 
+/**
+ * A JSON body whose bytes do not decode (invalid UTF-8, or UTF-16/32 in broken units; see json_body.ts). FastAPI
+ * (fastapi/routing.py `get_request_handler`) turns any error of `await request.json()` other than a
+ * JSONDecodeError, here Python's UnicodeDecodeError, into Starlette's `HTTPException(400, "There was an error parsing
+ * the body")`. SGLang's HTTPException handler is registered for FastAPI's subclass of it, and Starlette looks handlers
+ * up along the raised class's MRO, so FastAPI's default handler answers, with its `{"detail"}` body.
+ */
+export const BODY_PARSE_ERROR: HttpError = { status: 400, body: { detail: 'There was an error parsing the body' } };
+
 /** Wrong or missing API key (SGLang's api-key middleware). */
 export const UNAUTHORIZED: HttpError = { status: 401, body: { error: 'Unauthorized' } };
 

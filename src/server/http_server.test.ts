@@ -262,6 +262,31 @@ test('bad requests → SGLang status and error body; server stays healthy', asyn
   assert.equal(ok.status, 200);
 });
 
+test('a body that is not valid UTF-8 → 400 {"detail": "There was an error parsing the body"} (FastAPI\'s answer); BOM and UTF-16 bodies decode as Python does', async () => {
+  const bad = (text: string) => Buffer.concat([Buffer.from(text.split('\xff')[0]), Buffer.from([0xff]), Buffer.from(text.split('\xff')[1])]);
+  const bodies: [string, string][] = [
+    ['/v1/chat/completions', '{"messages": [{"role": "user", "content": "hi \xff"}], "max_tokens": 1}'],
+    ['/v1/completions', '{"prompt": "hi \xff", "max_tokens": 1}'],
+    ['/generate', '{"text": "hi \xff", "sampling_params": {"max_new_tokens": 1}}'],
+  ];
+  for (const [path, text] of bodies) {
+    const res = await fetch(base + path, { method: 'POST', headers: auth, body: bad(text) });
+    assert.equal(res.status, 400, path);
+    assert.match(res.headers.get('content-type') ?? '', /application\/json/);
+    assert.deepEqual(await res.json(), { detail: 'There was an error parsing the body' }, path);
+  }
+  // a UTF-8 BOM is dropped and a UTF-16-LE body (BOM) decoded, as Python's json.loads(bytes) does
+  const chat = JSON.stringify({ messages: [{ role: 'user', content: 'hé' }], max_tokens: 1 });
+  const withBom = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: auth, body: Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(chat)]) });
+  assert.equal(withBom.status, 200);
+  assert.match(engine.lastRequest?.text ?? '', /<\|user\|>hé<\|assistant\|>$/);
+  const utf16 = Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(JSON.stringify({ text: 'hé', sampling_params: { max_new_tokens: 1 } }), 'utf16le')]);
+  const g = await fetch(`${base}/generate`, { method: 'POST', headers: auth, body: utf16 });
+  assert.equal(g.status, 200);
+  assert.equal(engine.lastRequest?.text, 'hé');
+  assert.equal((await fetch(`${base}/health`)).status, 200);
+});
+
 test('a body over the size limit → 413 ErrorResponse, the server keeps serving; a malformed %-escape in /v1/models/{id} → 404', async () => {
   const { args } = parseServerArgs(['--api-key', API_KEY]);
   const small = new HttpServer({

@@ -11,8 +11,9 @@ import { handleChatCompletion } from './serving_chat.js';
 import { handleCompletion } from './serving_completions.js';
 import { handleGenerate } from './serving_generate.js';
 import { handleDetokenize, handleTokenize } from './serving_tokenize.js';
+import { decodeJsonBody } from './json_body.js';
 import {
-  METHOD_NOT_ALLOWED, ROUTE_NOT_FOUND, UNAUTHORIZED, bodyTooLargeError, invalidJsonError, modelNotFoundError, toHttpError,
+  BODY_PARSE_ERROR, METHOD_NOT_ALLOWED, ROUTE_NOT_FOUND, UNAUTHORIZED, bodyTooLargeError, invalidJsonError, modelNotFoundError, toHttpError,
   unsupportedMediaError,
   type HttpError,
 } from './http_errors.js';
@@ -61,17 +62,17 @@ class NodeExchange implements Exchange {
 }
 
 /**
- * Largest request body accepted, bytes: V8's longest string (0x1fffffe8 UTF-16 units; a UTF-8 body of at most this
- * many bytes always decodes to a string that fits).
+ * Largest request body accepted, bytes: V8's longest string (0x1fffffe8 UTF-16 units; a body of at most this many
+ * bytes always decodes to a string that fits, in UTF-8, -16 or -32).
  */
 export const MAX_BODY_BYTES = 0x1fffffe8;
 
 /**
- * Reads a request body as UTF-8. A body over `maxBytes` is drained and dropped as it arrives (memory stays bounded)
- * and resolves to its size instead of its text.
- * @returns the text, or `{ tooLarge: bytes }`; rejects only on a socket error
+ * Reads a request body. A body over `maxBytes` is drained and dropped as it arrives (memory stays bounded) and
+ * resolves to its size instead of its bytes.
+ * @returns the bytes, or `{ tooLarge: bytes }`; rejects only on a socket error
  */
-function readBody(req: IncomingMessage, maxBytes = MAX_BODY_BYTES): Promise<string | { tooLarge: number }> {
+function readBody(req: IncomingMessage, maxBytes = MAX_BODY_BYTES): Promise<Buffer | { tooLarge: number }> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let bytes = 0;
@@ -84,7 +85,7 @@ function readBody(req: IncomingMessage, maxBytes = MAX_BODY_BYTES): Promise<stri
       if (bytes > maxBytes) resolve({ tooLarge: bytes });
       else {
         try {
-          resolve(Buffer.concat(chunks).toString('utf8'));
+          resolve(Buffer.concat(chunks));
         } catch (err) {
           reject(err);
         }
@@ -185,11 +186,14 @@ export class HttpServer {
     if (method === 'POST' || method === 'PUT') {
       const limit = this.deps.maxBodyBytes ?? MAX_BODY_BYTES;
       const got = await readBody(req, limit);
-      if (typeof got !== 'string') { send(bodyTooLargeError(got.tooLarge, limit)); return; }
-      raw = got;
+      if (!Buffer.isBuffer(got)) { send(bodyTooLargeError(got.tooLarge, limit)); return; }
       if (route.json) {
         const ct = req.headers['content-type'];
         if (route.openai && !(ct ?? '').toLowerCase().includes('application/json')) { send(unsupportedMediaError(ct)); return; }
+        // bytes → text as Python's json.loads(bytes): UTF-8/16/32 by BOM or NUL pattern, strict (SGLang: 400 on failure)
+        const text = decodeJsonBody(got);
+        if (text === null) { send(BODY_PARSE_ERROR); return; }
+        raw = text;
         if (raw.trim() === '' && route.optionalBody) body = {};
         else {
           try { body = JSON.parse(raw); } catch (err) { send(invalidJsonError((err as Error).message)); return; }
@@ -216,6 +220,7 @@ interface Route {
   json?: boolean;
   openai?: boolean;
   optionalBody?: boolean;
+  /** @param body the parsed JSON (json routes) @param raw the decoded body text of json routes, '' otherwise */
   handle(s: HttpServer, ex: Exchange, body: unknown, raw: string): Promise<void>;
 }
 
