@@ -138,59 +138,130 @@ export class PyJsonDecodeError extends InvalidRequestError {
   }
 }
 
-const WS = new Set([' ', '\t', '\n', '\r']);
+/** JSON whitespace (Python's json module): space, tab, LF, CR. @param c a UTF-16 code unit (NaN past the end) */
+function isWs(c: number): boolean {
+  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+}
+
+/** The character a one-letter escape `\e` stands for, or null (`u` and invalid escapes). @param e its code unit */
+function simpleEscape(e: number): string | null {
+  switch (e) {
+    case 0x22: return '"';
+    case 0x5c: return '\\';
+    case 0x2f: return '/';
+    case 0x62: return '\b';
+    case 0x66: return '\f';
+    case 0x6e: return '\n';
+    case 0x72: return '\r';
+    case 0x74: return '\t';
+    default: return null;
+  }
+}
+
+const HEX4 = /^[0-9a-fA-F]{4}$/;
+
+/**
+ * Index of the closing quote of the string literal whose opening quote is at `begin`: the first `"` after it that
+ * follows an even number of backslashes (in a well-formed literal every backslash run pairs up from its start, so
+ * exactly those quotes are unescaped); -1 when there is none. O(literal length), native `indexOf` between quotes.
+ */
+function stringLiteralEnd(text: string, begin: number): number {
+  let from = begin + 1;
+  for (;;) {
+    const q = text.indexOf('"', from);
+    if (q < 0) return -1;
+    let b = q - 1;
+    while (b > begin && text.charCodeAt(b) === 0x5c) b--;
+    if ((q - 1 - b) % 2 === 0) return q;
+    from = q + 1;
+  }
+}
+
+/**
+ * Python's strict string scanner (`py_scanstring`) over the literal opening at `begin`, run by run: plain runs are
+ * sliced out whole, escapes decoded one by one. Used for literals JSON.parse refused, to throw Python's error at
+ * Python's position.
+ * @returns the value and the index just past the closing quote
+ * @throws PyJsonDecodeError on an unterminated literal, a raw control character, or a bad escape
+ */
+function scanStringSlow(text: string, begin: number): { value: string; end: number } {
+  const n = text.length;
+  const fail = (msg: string, at: number): never => {
+    throw new PyJsonDecodeError(msg, text, at);
+  };
+  let j = begin + 1;
+  let runStart = j;
+  let out = '';
+  for (;;) {
+    let c = -1;
+    while (j < n) {
+      c = text.charCodeAt(j);
+      if (c === 0x22 || c === 0x5c || c < 0x20) break;
+      j++;
+    }
+    if (j >= n) fail('Unterminated string starting at', begin);
+    if (j > runStart) out += text.slice(runStart, j);
+    if (c === 0x22) return { value: out, end: j + 1 };
+    if (c < 0x20) fail('Invalid control character at', j);
+    // a backslash
+    if (j + 1 >= n) fail('Unterminated string starting at', begin);
+    const e = text.charCodeAt(j + 1);
+    const simple = simpleEscape(e);
+    if (simple !== null) {
+      out += simple;
+      j += 2;
+    } else if (e === 0x75) {
+      const hex = text.slice(j + 2, j + 6);
+      if (!HEX4.test(hex)) fail('Invalid \\uXXXX escape', j + 1);
+      out += String.fromCharCode(parseInt(hex, 16));
+      j += 6;
+    } else {
+      fail('Invalid \\escape', j);
+    }
+    runStart = j;
+  }
+}
 
 /**
  * Decodes one JSON value starting at `start` (after optional whitespace), as Python's
  * `json.JSONDecoder.raw_decode`: numbers with `.`/`e` become {@link PyFloat}, big ints `bigint`, `NaN` and
  * `±Infinity` are accepted, raw control characters inside strings are rejected (strict mode), duplicate keys:
- * last value wins at the first key's position.
+ * last value wins at the first key's position. Linear in the text: a string literal is delimited with `indexOf` and
+ * decoded by the native JSON.parse, whose ECMA-404 strings have exactly the escapes and the strictness of Python's
+ * scanner (raw U+0000..U+001F refused; `\uXXXX` gives that UTF-16 unit, lone surrogates included), so the value
+ * is the same; only a malformed literal is rescanned in JavaScript, for Python's error message and position.
  * @param text the JSON text
  * @param start UTF-16 offset to start at
  * @returns the value and the offset just past it
  * @throws PyJsonDecodeError on malformed input
  */
 export function pyJsonRawDecode(text: string, start = 0): { value: PyJson; end: number } {
+  const n = text.length;
   let i = start;
   const skipWs = (): void => {
-    while (i < text.length && WS.has(text[i])) i++;
+    while (i < n && isWs(text.charCodeAt(i))) i++;
   };
   const fail = (msg: string, at = i): never => {
     throw new PyJsonDecodeError(msg, text, at);
   };
   const parseString = (): string => {
     // i at the opening quote
-    const begin = i;
-    i++;
-    let out = '';
-    for (;;) {
-      if (i >= text.length) fail('Unterminated string starting at', begin);
-      const c = text[i];
-      if (c === '"') {
-        i++;
-        return out;
+    const close = stringLiteralEnd(text, i);
+    if (close >= 0) {
+      let value: unknown;
+      try {
+        value = JSON.parse(text.slice(i, close + 1));
+      } catch {
+        value = undefined; // malformed: scanStringSlow throws Python's error
       }
-      if (c === '\\') {
-        const e = text[i + 1];
-        if (e === undefined) fail('Unterminated string starting at', begin);
-        const simple: Record<string, string> = { '"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' };
-        if (e in simple) {
-          out += simple[e];
-          i += 2;
-        } else if (e === 'u') {
-          const hex = text.slice(i + 2, i + 6);
-          if (!/^[0-9a-fA-F]{4}$/.test(hex)) fail('Invalid \\uXXXX escape', i + 1);
-          out += String.fromCharCode(parseInt(hex, 16));
-          i += 6;
-        } else {
-          fail('Invalid \\escape', i);
-        }
-        continue;
+      if (typeof value === 'string') {
+        i = close + 1;
+        return value;
       }
-      if (c.charCodeAt(0) < 0x20) fail('Invalid control character at', i);
-      out += c;
-      i++;
     }
+    const r = scanStringSlow(text, i);
+    i = r.end;
+    return r.value;
   };
   const parseValue = (): PyJson => {
     skipWs();
@@ -275,7 +346,7 @@ export function pyJsonRawDecode(text: string, start = 0): { value: PyJson; end: 
 export function pyJsonLoads(text: string): PyJson {
   const { value, end } = pyJsonRawDecode(text, 0);
   let i = end;
-  while (i < text.length && WS.has(text[i])) i++;
+  while (i < text.length && isWs(text.charCodeAt(i))) i++;
   if (i !== text.length) throw new PyJsonDecodeError('Extra data', text, i);
   return value;
 }
