@@ -2,3 +2,4 @@
 export {};
 export * from './sampling_params.js';
 export * from './sampler.js';
+export { topLogprobsOf } from './top_logprobs.js';

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Rng } from '../common/index.js';
 import { normalizeSamplingParams, TOP_K_ALL, type SamplingParamsInput } from './sampling_params.js';
-import { applyPenalties, logSoftmax, sampleRow, topLogprobsOf, type RowSamplingInfo } from './sampler.js';
+import { applyPenalties, logSoftmax, sampleRow, type RowSamplingInfo } from './sampler.js';
 
 function info(sp: SamplingParamsInput, extra: Partial<RowSamplingInfo> = {}): RowSamplingInfo {
   return {
@@ -104,23 +104,6 @@ test('seeds are reproducible and differ between seeds', () => {
   assert.notDeepEqual(run(42), run(43));
 });
 
-test('topLogprobsOf orders descending', () => {
-  assert.deepEqual(topLogprobsOf(Float32Array.from([0.1, 0.5, 0.3]), 2), [[0.5, 1], [0.30000001192092896, 2]]);
-});
-
-test('topLogprobsOf: a large n (sorting path) gives the same order as the small-n path; n ≥ V returns the whole row', () => {
-  // 1000 values with many ties and two -Infinity entries: ties must come by lower id in both paths
-  const row = Float32Array.from({ length: 1000 }, (_, i) => (i === 7 || i === 900 ? -Infinity : -((i * 37) % 50) / 8));
-  const sorted = topLogprobsOf(row, 5000);
-  assert.equal(sorted.length, 1000);
-  assert.deepEqual(sorted.slice(0, 200), topLogprobsOf(row, 200));
-  assert.deepEqual(topLogprobsOf(row, 300), sorted.slice(0, 300));
-  for (let i = 1; i < sorted.length; i++) {
-    const [a, b] = [sorted[i - 1], sorted[i]];
-    assert.ok(a[0] > b[0] || (a[0] === b[0] && a[1] < b[1]), `entry ${i} out of order`);
-  }
-  assert.deepEqual(sorted.slice(-2), [[-Infinity, 7], [-Infinity, 900]]);
-});
 
 test('greedy without logprobs skips the log-softmax but picks the same token', () => {
   const a = sampleRow(Float32Array.from(ROW), info({ temperature: 0 }, { needLogprob: false }));

@@ -4,6 +4,7 @@
 import type { Rng } from '../common/index.js';
 import type { SamplingParams } from './sampling_params.js';
 import { drawFromScaledReference } from './sampler_reference.js';
+import { topLogprobsOf } from './top_logprobs.js';
 
 /** Per-request inputs to sample one row. */
 export interface RowSamplingInfo {
@@ -65,36 +66,6 @@ export function logSoftmax(x: Float32Array, out: Float32Array): void {
   for (let i = 0; i < x.length; i++) sum += Math.exp(x[i] - max);
   const lse = max + Math.log(sum);
   for (let i = 0; i < x.length; i++) out[i] = x[i] - lse;
-}
-
-/** Above this n, topLogprobsOf sorts the whole row (O(V log V)) instead of keeping a sorted list (O(V·n)). */
-const TOP_BY_INSERTION_MAX = 256;
-
-/**
- * Top-n [logprob, id] of a logprob row, descending, ties by lower id (n ≥ V: the whole row).
- * Small n keeps a sorted list of the best n (fast for the usual 0..20); large n (top_logprobs_num may be up to the
- * vocabulary size) sorts all ids, so the cost stays O(V log V) instead of O(V·n).
- */
-export function topLogprobsOf(lp: Float32Array, n: number): [number, number][] {
-  if (n <= 0) return [];
-  if (n > TOP_BY_INSERTION_MAX) {
-    const ids = Array.from({ length: lp.length }, (_, i) => i);
-    ids.sort((a, b) => lp[b] - lp[a] || a - b);
-    return ids.slice(0, n).map((i) => [lp[i], i]);
-  }
-  const top: [number, number][] = [];
-  for (let i = 0; i < lp.length; i++) {
-    const v = lp[i];
-    if (top.length === n && v <= top[n - 1][0]) continue;
-    let j = top.length < n ? top.length : n - 1;
-    if (top.length < n) top.push([v, i]);
-    else top[j] = [v, i];
-    while (j > 0 && top[j - 1][0] < v) {
-      [top[j - 1], top[j]] = [top[j], top[j - 1]];
-      j--;
-    }
-  }
-  return top;
 }
 
 /**

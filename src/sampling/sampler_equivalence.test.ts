@@ -5,7 +5,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Rng } from '../common/index.js';
 import { normalizeSamplingParams, type SamplingParamsInput } from './sampling_params.js';
-import { logSoftmax, sampleRow, scoreRow, topLogprobsOf, type RowSamplingInfo } from './sampler.js';
+import { logSoftmax, sampleRow, scoreRow, type RowSamplingInfo } from './sampler.js';
+import { topLogprobsOf } from './top_logprobs.js';
 import { sampleRowReference } from './sampler_reference.js';
 
 /** Random logits rows: flat, peaked, quantized (ties), with masked (−Infinity) ids, a huge range. */

@@ -3,7 +3,8 @@
 // returns (same token, same logprob, same RNG use), and sampleRow falls back to it for rows with non-finite values.
 // Same semantics as SGLang python/sglang/srt/layers/sampler.py (see sampler.ts).
 import type { Rng } from '../common/index.js';
-import { applyPenalties, drawSortedCandidates, logSoftmax, topLogprobsOf, type RowSample, type RowSamplingInfo } from './sampler.js';
+import { applyPenalties, drawSortedCandidates, logSoftmax, type RowSample, type RowSamplingInfo } from './sampler.js';
+import { topLogprobsOf } from './top_logprobs.js';
 
 /**
  * Reference of sampleRow: penalties → greedy argmax if topK = 1; else softmax(logits / temperature) and the
