@@ -111,3 +111,23 @@ test('tokenBoundOf: unk covers one character (4 bytes); whitespace splitters cou
   const normalized = tokenBoundOf({ ...base, added_tokens: [{ id: 3, content: 'a b c d', normalized: true }] }, {}, (s) => s.replaceAll(' ', '▁'));
   assert.equal(normalized?.maxTokenBytes, 13);
 });
+
+test('HfTokenizer computes the bound on first use only, once (tokenizer workers never pay for it)', () => {
+  // tokenBoundOf reads tokenizer_config's do_lowercase_and_remove_accent once per computation: count the reads
+  let reads = 0;
+  const config: Record<string, unknown> = {};
+  Object.defineProperty(config, 'do_lowercase_and_remove_accent', { enumerable: true, get: () => (reads++, false) });
+  const json = {
+    model: { ...BPE_MODEL, vocab: { ...BPE_MODEL.vocab, '<unk>': 3, abababab: 4 } }, normalizer: null, pre_tokenizer: null,
+    post_processor: null, decoder: null, added_tokens: [{ id: 3, content: '<unk>', special: true }],
+  };
+  const tok = new HfTokenizer(json, config);
+  const atLoad = reads;
+  tok.encode('ab a');
+  assert.equal(reads, atLoad, 'encoding does not compute the bound');
+  assert.equal(tok.minTokenCount('ab'.repeat(10)), 3);
+  assert.equal(reads, atLoad + 1);
+  assert.equal(tok.maxTokenBytes, 8);
+  assert.equal(tok.minTokenCount('x'), 1);
+  assert.equal(reads, atLoad + 1, 'computed once');
+});

@@ -122,11 +122,15 @@ export class HfTokenizer implements Tokenizer {
   /**
    * The most UTF-8 bytes of input one token can stand for (token_bound.ts: longest vocabulary entry, added token or
    * unk piece, in input bytes), or null when this tokenizer's normalizer / pre-tokenizer may shrink or drop text.
+   * Computed on first use (see {@link tokenBound}).
    */
   get maxTokenBytes(): number | null {
     return this.tokenBound?.maxTokenBytes ?? null;
   }
-  private readonly tokenBound: TokenBound | null;
+  /** tokenizer.json and tokenizer_config.json until the token bound is computed (the core keeps them anyway). */
+  private tokenBoundInputs: { json: TokenizerJson; config: Record<string, unknown> } | null;
+  /** The token bound once computed (null: none holds); undefined until first use. */
+  private tokenBoundCache: TokenBound | null | undefined = undefined;
   private readonly core: HfTokenizerCore;
   private readonly special: Set<number>;
   private readonly bytesById: Uint8Array[];
@@ -211,9 +215,24 @@ export class HfTokenizer implements Tokenizer {
     const tpl = tokenizerConfig.chat_template;
     this.chatTemplate = typeof tpl === 'string' ? tpl : chatTemplateFile;
 
-    // 4. token-count lower bound (refusing over-long prompts before tokenizing them)
-    const normalizer = this.core.normalizer;
-    this.tokenBound = tokenBoundOf(tokenizerJson, tokenizerConfig, (s) => (normalizer ? normalizer.normalize(s) : s));
+    // 4. token-count lower bound (refusing over-long prompts before tokenizing them): computed on first use
+    this.tokenBoundInputs = { json: tokenizerJson, config: tokenizerConfig };
+  }
+
+  /**
+   * The token-count lower bound (token_bound.ts), computed on the first call and kept: ~0.1 s over a 128K
+   * vocabulary, which only the thread that pre-checks prompts (the engine's TokenizerManager, /v1/tokenize) pays;
+   * the tokenizer worker and the engine core's detokenizer never do. Reads tokenizer.json as parsed at
+   * construction (it must not be changed since; the library's core holds the same object).
+   */
+  private get tokenBound(): TokenBound | null {
+    if (this.tokenBoundCache === undefined) {
+      const { json, config } = this.tokenBoundInputs!;
+      const normalizer = this.core.normalizer;
+      this.tokenBoundCache = tokenBoundOf(json, config, (s) => (normalizer ? normalizer.normalize(s) : s));
+      this.tokenBoundInputs = null;
+    }
+    return this.tokenBoundCache;
   }
 
   private lookupConfigToken(text: string | null, field: string): number | null {
