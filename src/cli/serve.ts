@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { InvalidRequestError, Logger, TsglangError, UnsupportedFeatureError } from '../common/index.js';
 import type { LogLevel } from '../common/index.js';
 import {
-  engineSlice, httpServerSlice, parseServerArgs, readServerEnv, servedModelName, serverArgsHelp, validateServerArgs,
+  dsaDenseThresholdNotice, engineSlice, httpServerSlice, parseServerArgs, readServerEnv, servedModelName, serverArgsHelp, validateServerArgs,
 } from '../config/index.js';
 import type { ServerArgs } from '../config/index.js';
 import { Engine } from '../engine/index.js';
@@ -107,7 +107,9 @@ export async function run(argv: string[]): Promise<number> {
     }, logger);
     // 3. HTTP server
     const config = httpServerSlice(args, served);
-    const modelConfig = JSON.parse(readFileSync(join(modelPath, 'config.json'), 'utf8')) as { model_type?: string; architectures?: string[] };
+    const modelConfig = JSON.parse(readFileSync(join(modelPath, 'config.json'), 'utf8')) as { model_type?: string; architectures?: string[]; index_topk?: unknown };
+    const denseNotice = dsaDenseThresholdNotice(env, modelConfig.index_topk);
+    if (denseNotice !== null) logger.warning(denseNotice);
     const builder = ChatPromptBuilder.fromModelDir(modelPath, { chatTemplate: args.chatTemplate, toolCallParser: args.toolCallParser });
     const chatOutput = args.reasoningParser || args.toolCallParser ? new ParserChatOutput(args.reasoningParser, args.toolCallParser) : PLAIN_CHAT_OUTPUT;
     server = new HttpServer({

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseServerArgs, validateServerArgs, defaultServerArgs, resolveFlag, serverArgsHelp, SERVER_FLAGS } from './server_args.js';
+import { parseServerArgs, validateServerArgs, defaultServerArgs, dsaDenseThresholdNotice, readServerEnv, resolveFlag, serverArgsHelp, SERVER_FLAGS } from './server_args.js';
 import { engineSlice, httpServerSlice } from './slices.js';
 import { InvalidRequestError, UnsupportedFeatureError } from '../common/index.js';
 
@@ -122,4 +122,16 @@ test('--threads is an alias of --num-threads (issue #7) and reaches the engine s
   const zero = parseServerArgs(['--threads', '0']);
   assert.throws(() => validateServerArgs(zero.args, zero.given), (e: unknown) => e instanceof InvalidRequestError && /--num-threads: must be ≥ 1, got 0/.test(e.message));
   assert.match(serverArgsHelp(), /--num-threads, --threads INT/);
+});
+
+test('SGLANG_DSA_PREFILL_DENSE_ATTN_KV_LEN_THRESHOLD: read (and its NSA alias); a warning only when it exceeds index_topk', () => {
+  assert.equal(readServerEnv({}).dsaPrefillDenseAttnKvLenThreshold, null);
+  assert.equal(readServerEnv({ SGLANG_DSA_PREFILL_DENSE_ATTN_KV_LEN_THRESHOLD: '8192' }).dsaPrefillDenseAttnKvLenThreshold, 8192);
+  assert.equal(readServerEnv({ SGLANG_NSA_PREFILL_DENSE_ATTN_KV_LEN_THRESHOLD: '0' }).dsaPrefillDenseAttnKvLenThreshold, 0);
+  assert.equal(readServerEnv({ SGLANG_DSA_PREFILL_DENSE_ATTN_KV_LEN_THRESHOLD: 'many' }).dsaPrefillDenseAttnKvLenThreshold, null);
+  const env = readServerEnv({ SGLANG_DSA_PREFILL_DENSE_ATTN_KV_LEN_THRESHOLD: '8192' });
+  assert.match(dsaDenseThresholdNotice(env, 2048) ?? '', /=8192: .*top-2048 keys.*no effect/);
+  assert.equal(dsaDenseThresholdNotice(env, 8192), null, 'threshold = index_topk: dense == top-k of all keys');
+  assert.equal(dsaDenseThresholdNotice(env, undefined), null, 'not a DSA model');
+  assert.equal(dsaDenseThresholdNotice(readServerEnv({}), 16), null);
 });

@@ -406,6 +406,12 @@ export interface ServerEnv extends KernelEnv {
    * null when unset or invalid (the engine's default, 60 s).
    */
   readonly tokenizeTimeoutMs: number | null;
+  /**
+   * $SGLANG_DSA_PREFILL_DENSE_ATTN_KV_LEN_THRESHOLD (older name SGLANG_NSA_PREFILL_DENSE_ATTN_KV_LEN_THRESHOLD), an
+   * integer ≥ 0, else null: SGLang's DSA models prefill with dense attention while the kv length is at most this
+   * (default index_topk). See dsaDenseThresholdNotice.
+   */
+  readonly dsaPrefillDenseAttnKvLenThreshold: number | null;
 }
 
 /**
@@ -432,9 +438,26 @@ export function readKernelEnv(env: NodeJS.ProcessEnv = process.env): KernelEnv {
 export function readServerEnv(env: NodeJS.ProcessEnv = process.env): ServerEnv {
   const home = env.HOME ?? env.USERPROFILE ?? '.';
   const timeoutS = env.TSGLANG_TOKENIZE_TIMEOUT_S ? Number(env.TSGLANG_TOKENIZE_TIMEOUT_S) : NaN;
+  const dense = env.SGLANG_DSA_PREFILL_DENSE_ATTN_KV_LEN_THRESHOLD ?? env.SGLANG_NSA_PREFILL_DENSE_ATTN_KV_LEN_THRESHOLD;
+  const denseN = dense !== undefined && dense !== '' ? Number(dense) : NaN;
   return {
     cacheDir: env.TSGLANG_CACHE_DIR || `${home}/.cache/tsglang`,
     tokenizeTimeoutMs: Number.isFinite(timeoutS) && timeoutS > 0 ? timeoutS * 1000 : null,
+    dsaPrefillDenseAttnKvLenThreshold: Number.isInteger(denseN) && denseN >= 0 ? denseN : null,
     ...readKernelEnv(env),
   };
+}
+
+/**
+ * The start-up warning for a dense-prefill threshold tsglang does not follow. SGLang prefills DSA models with dense
+ * attention while the kv length is ≤ the threshold (default index_topk, where dense equals the top-k of all keys);
+ * tsglang's prefill always attends the indexer's top-k, so a threshold above index_topk (dense attention over more
+ * keys) is not reproduced. A threshold ≤ index_topk changes nothing in exact arithmetic.
+ * @param indexTopK the model's index_topk (undefined / not a number: not a DSA model, no notice)
+ * @returns the warning, or null when the threshold is unset or has no effect
+ */
+export function dsaDenseThresholdNotice(env: Pick<ServerEnv, 'dsaPrefillDenseAttnKvLenThreshold'>, indexTopK: unknown): string | null {
+  const t = env.dsaPrefillDenseAttnKvLenThreshold;
+  if (t === null || typeof indexTopK !== 'number' || t <= indexTopK) return null;
+  return `SGLANG_DSA_PREFILL_DENSE_ATTN_KV_LEN_THRESHOLD=${t}: tsglang's DSA prefill always attends the indexer's top-${indexTopK} keys (dense only up to index_topk = ${indexTopK} keys); dense prefill up to ${t} keys is not implemented, so the threshold has no effect`;
 }

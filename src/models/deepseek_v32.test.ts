@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseModelConfig } from '../config/index.js';
 import { DEEPSEEK_V32_DEFINITION, DEEPSEEK_V3_DEFINITION } from './deepseek_v32.js';
-import { deepseekExpectedTensors, deepseekKvPoolLayout, isMoeLayer, parseDeepseekConfig } from './deepseek_v32_config.js';
+import { deepseekExpectedTensors, deepseekKvPoolLayout, dsaLayerReusesTopK, isMoeLayer, parseDeepseekConfig } from './deepseek_v32_config.js';
 
 const tinyV32 = (over: Record<string, unknown> = {}) => parseModelConfig({ ...DEEPSEEK_V32_DEFINITION.tinyConfig('tiny'), ...over }, 'config.json');
 const tinyV3 = (over: Record<string, unknown> = {}) => parseModelConfig({ ...DEEPSEEK_V3_DEFINITION.tinyConfig('tiny'), ...over }, 'config.json');
@@ -60,4 +60,29 @@ test('config errors name config.json and the field', () => {
   const specs = deepseekExpectedTensors(tinyV3({ q_lora_rank: null }));
   assert.ok(specs.some((s) => s.name === 'model.layers.0.self_attn.q_proj.weight'));
   assert.ok(!specs.some((s) => s.name.includes('q_a_proj')));
+});
+
+test('Index Cache config: index_topk_pattern / index_topk_freq / index_skip_topk_offset as SGLang reads them', () => {
+  assert.deepEqual(parseDeepseekConfig(tinyV32()).indexerReusesTopK, [false, false, false]);
+  assert.deepEqual(parseDeepseekConfig(tinyV32({ index_topk_pattern: 'FSS' })).indexerReusesTopK, [false, true, true]);
+  assert.deepEqual(parseDeepseekConfig(tinyV32({ index_topk_pattern: 'FS' })).indexerReusesTopK, [false, true, false], 'layers past the pattern are full');
+  assert.deepEqual(parseDeepseekConfig(tinyV32({ index_topk_pattern: null })).indexerReusesTopK, [false, false, false]);
+  // freq/offset: full when max(layer − offset + 1, 0) is a multiple of freq
+  assert.deepEqual(Array.from({ length: 6 }, (_, l) => dsaLayerReusesTopK(l, null, 2, 2)), [false, false, true, false, true, false]);
+  assert.deepEqual(Array.from({ length: 10 }, (_, l) => dsaLayerReusesTopK(l, null, 4, 3)), [false, false, false, true, true, true, false, true, true, true]);
+  assert.deepEqual(parseDeepseekConfig(tinyV32({ index_topk_freq: 2 })).indexerReusesTopK, [false, false, true]);
+  // a reusing layer's indexer tensors are optional (a checkpoint may leave them out); the others stay required
+  const specs = new Map(deepseekExpectedTensors(tinyV32({ index_topk_pattern: 'FSF' })).map((t) => [t.name, t]));
+  assert.equal(specs.get('model.layers.1.self_attn.indexer.wq_b.weight')?.optional, true);
+  assert.equal(specs.get('model.layers.1.self_attn.indexer.k_norm.bias')?.optional, true);
+  assert.notEqual(specs.get('model.layers.0.self_attn.indexer.wq_b.weight')?.optional, true);
+  assert.notEqual(specs.get('model.layers.1.self_attn.q_b_proj.weight')?.optional, true);
+  const bad: [Record<string, unknown>, RegExp][] = [
+    [{ index_topk_pattern: 'FxS' }, /'index_topk_pattern' must be a string of 'F'/],
+    [{ index_topk_pattern: ['F', 'S'] }, /'index_topk_pattern'/],
+    [{ index_topk_pattern: 'SFF' }, /'index_topk_pattern' makes layer 0 reuse/],
+    [{ index_topk_freq: 0 }, /'index_topk_freq' \(0\) must be ≥ 1/],
+    [{ index_topk_freq: 2, index_skip_topk_offset: 0 }, /'index_skip_topk_offset' makes layer 0 reuse/],
+  ];
+  for (const [over, re] of bad) assert.throws(() => parseDeepseekConfig(tinyV32(over)), (err: Error) => err.name === 'ModelLoadError' && re.test(err.message), JSON.stringify(over));
 });

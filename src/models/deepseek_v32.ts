@@ -5,7 +5,7 @@
 // Sources: model-spec.md §3; upstream python/sglang/srt/models/deepseek_v2.py, deepseek_nextn.py.
 import { InvalidRequestError, ModelLoadError } from '../common/index.js';
 import type { ModelConfig } from '../config/index.js';
-import type { ExpertWeights, Ops, Weight } from '../kernels/index.js';
+import type { ExpertWeights, Ops, SparseKeys, Weight } from '../kernels/index.js';
 import {
   DsaIndexer, FusedMoE, LogitsProcessor, MlaAttention, ParallelLMHead, VocabEmbedding,
   biasedGroupedTopK, deepseekRopeParams, deepseekRotaryTable, deepseekSoftmaxScale,
@@ -13,7 +13,7 @@ import {
 import type { ForwardBatch, ForwardOutput, GroupedTopKConfig, MlaExtendForm } from '../layers/index.js';
 import type { KVPoolLayout } from '../mem_cache/index.js';
 import type { CausalLM, CreateModelOptions, ModelDefinition } from './model_base.js';
-import { deepseekExpectedTensors, deepseekKvPoolLayout, isMoeLayer, parseDeepseekConfig } from './deepseek_v32_config.js';
+import { deepseekExpectedTensors, deepseekKvPoolLayout, isMoeLayer, layerReusesTopK, parseDeepseekConfig } from './deepseek_v32_config.js';
 import type { DeepseekConfig } from './deepseek_v32_config.js';
 import type { WeightStore } from './weights.js';
 
@@ -73,22 +73,27 @@ class DeepseekDecoderLayer {
 
   /**
    * @param x [numTokens, D] f32 residual stream, updated in place
-   * @returns the routed expert ids [numTokens, topK] (null for a dense layer)
+   * @param sharedKeys the previous layer's DSA key selection, attended by a layer that reuses it (Index Cache)
+   * @returns topKIds: the routed expert ids [numTokens, topK] (null for a dense layer); keys: the DSA key selection
+   *   this layer attended (undefined without DSA)
    */
-  forward(x: Float32Array, batch: ForwardBatch, kvLayer: number, observer: DeepseekDecisionObserver | null): Int32Array | null {
+  forward(
+    x: Float32Array, batch: ForwardBatch, kvLayer: number, observer: DeepseekDecisionObserver | null, sharedKeys?: SparseKeys,
+  ): { topKIds: Int32Array | null; keys: SparseKeys | undefined } {
     const T = batch.numTokens;
     const D = this.inputLayernorm.length;
     const a = this.ops.rmsNorm(x, T, D, this.inputLayernorm, this.eps);
     const onSel = observer?.indexer ? (row: number, keys: Int32Array): void => observer.indexer!(this.layerId, row, keys) : undefined;
-    this.ops.add(x, this.attn.forward(a, batch, kvLayer, onSel), x);
+    const { out, keys } = this.attn.forward(a, batch, kvLayer, onSel, sharedKeys);
+    this.ops.add(x, out, x);
     const m = this.ops.rmsNorm(x, T, D, this.postAttentionLayernorm, this.eps);
     if (this.mlp instanceof DeepseekMoE) {
       const { y, topKIds } = this.mlp.forward(m, T);
       this.ops.add(x, y, x);
-      return topKIds;
+      return { topKIds, keys };
     }
     this.ops.add(x, this.mlp.forward(m, T), x);
-    return null;
+    return { topKIds: null, keys };
   }
 }
 
@@ -142,7 +147,7 @@ export class DeepseekMtpLayer {
       u.set(h.subarray(t * D, (t + 1) * D), t * 2 * D + D);
     }
     const x = ops.matmul(u, T, this.ehProj);
-    const experts = this.layer.forward(x, batch, 0, observer);
+    const experts = this.layer.forward(x, batch, 0, observer).topKIds;
     const out = this.logits.forward(ops.rmsNorm(x, T, D, this.sharedHeadNorm, eps), batch, this.lmHead);
     return batch.captureRoutedExperts ? { ...out, routedExperts: [experts] } : out;
   }
@@ -179,7 +184,12 @@ export class DeepseekV32ForCausalLM implements CausalLM {
     ensureLocs(batch);
     const x = this.embed.forward(batch.inputIds); // [T, D]
     const routed: (Int32Array | null)[] = [];
-    for (let l = 0; l < this.layers.length; l++) routed.push(this.layers[l].forward(x, batch, l, this.observer));
+    let keys: SparseKeys | undefined; // the last DSA selection, for layers that reuse it (Index Cache)
+    for (let l = 0; l < this.layers.length; l++) {
+      const r = this.layers[l].forward(x, batch, l, this.observer, keys);
+      routed.push(r.topKIds);
+      keys = r.keys;
+    }
     const h = this.ops.rmsNorm(x, T, this.deepseek.hiddenSize, this.norm, this.deepseek.rmsNormEps);
     const out = this.logits.forward(h, batch, this.lmHead);
     return batch.captureRoutedExperts ? { ...out, routedExperts: routed } : out;
@@ -198,7 +208,7 @@ function buildLayer(cfg: DeepseekConfig, layerId: number, w: WeightStore, opts: 
   const p = `model.layers.${layerId}.`;
   const table = deepseekRotaryTable(cfg.mla.qkRopeHeadDim, cfg.ropeTheta, cfg.ropeScaling);
   let indexer: DsaIndexer | null = null;
-  if (cfg.isDsa && cfg.qLoraRank !== null) {
+  if (cfg.isDsa && cfg.qLoraRank !== null && !layerReusesTopK(cfg, layerId)) {
     indexer = new DsaIndexer(ops, {
       wqB: w.get(p + 'self_attn.indexer.wq_b.weight'),
       wk: w.get(p + 'self_attn.indexer.wk.weight'),

@@ -7,7 +7,8 @@
 // q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, index_n_heads, index_head_dim,
 // index_topk, intermediate_size, moe_intermediate_size, n_routed_experts, n_shared_experts, num_experts_per_tok,
 // n_group, topk_group, topk_method, scoring_func, norm_topk_prob, routed_scaling_factor, first_k_dense_replace,
-// moe_layer_freq, num_nextn_predict_layers, tie_word_embeddings.
+// moe_layer_freq, num_nextn_predict_layers, tie_word_embeddings, and the Index Cache fields index_topk_pattern,
+// index_topk_freq, index_skip_topk_offset (usually set through --json-model-override-args).
 // Sources: model-spec.md §3; upstream python/sglang/srt/models/deepseek_v2.py, deepseek_nextn.py.
 import { ModelLoadError } from '../common/index.js';
 import { configBool, configInt, configNumber, configString } from '../config/index.js';
@@ -31,6 +32,12 @@ export interface DeepseekConfig {
   readonly indexNHeads: number;
   readonly indexHeadDim: number;
   readonly indexTopK: number;
+  /**
+   * Index Cache, per decoder layer (length numLayers): true when the layer runs no indexer of its own and attends
+   * the top-k keys the previous layer selected for the same rows. All false unless config.json (or
+   * --json-model-override-args) sets index_topk_pattern or index_topk_freq (dsaLayerReusesTopK).
+   */
+  readonly indexerReusesTopK: readonly boolean[];
   readonly ropeTheta: number;
   readonly ropeScaling: YarnScaling | null;
   readonly intermediateSize: number;
@@ -76,6 +83,7 @@ export function parseDeepseekConfig(config: ModelConfig): DeepseekConfig {
   if (moeLayerFreq < 1) bad('moe_layer_freq', 'must be ≥ 1');
   const indexHeadDim = isDsa ? configInt(c, 'index_head_dim') : 0;
   if (isDsa && indexHeadDim < ropeDim) bad('index_head_dim', `(${indexHeadDim}) must be ≥ qk_rope_head_dim (${ropeDim})`);
+  const indexerReusesTopK = isDsa ? parseIndexCache(c) : new Array<boolean>(c.numHiddenLayers).fill(false);
   return {
     isDsa,
     hiddenSize: c.hiddenSize,
@@ -93,6 +101,7 @@ export function parseDeepseekConfig(config: ModelConfig): DeepseekConfig {
     indexNHeads: isDsa ? configInt(c, 'index_n_heads') : 0,
     indexHeadDim,
     indexTopK: isDsa ? Math.max(1, configInt(c, 'index_topk')) : 0,
+    indexerReusesTopK,
     ropeTheta: c.ropeTheta,
     ropeScaling: parseRopeScaling(c),
     intermediateSize: configInt(c, 'intermediate_size'),
@@ -114,6 +123,42 @@ export function parseDeepseekConfig(config: ModelConfig): DeepseekConfig {
   };
 }
 
+/**
+ * Whether DSA layer `layerId` reuses the previous layer's top-k (SGLang's `skip_topk`, models/deepseek_v2.py; the
+ * seed's "Index Cache"): with `pattern` (one 'F' full / 'S' shared character per layer) the layer's character is 'S'
+ * (layers past the pattern's end are full); otherwise `max(layerId − offset + 1, 0) mod freq ≠ 0`.
+ * @param pattern index_topk_pattern or null; freq index_topk_freq (≥ 1); offset index_skip_topk_offset
+ */
+export function dsaLayerReusesTopK(layerId: number, pattern: string | null, freq: number, offset: number): boolean {
+  if (pattern !== null) return layerId < pattern.length && pattern[layerId] === 'S';
+  return Math.max(layerId - offset + 1, 0) % freq !== 0;
+}
+
+/**
+ * The Index Cache fields of config.json: index_topk_pattern (a string of 'F' / 'S', or null), index_topk_freq
+ * (default 1: every layer full), index_skip_topk_offset (default 2), as SGLang reads them.
+ * @returns per decoder layer, true when it reuses the previous layer's top-k
+ * @throws ModelLoadError for a pattern that is not a string of 'F' and 'S', a freq < 1, or a first layer that would
+ *   reuse (it has no earlier layer to take keys from)
+ */
+function parseIndexCache(c: ModelConfig): boolean[] {
+  const bad = (field: string, what: string): never => {
+    throw new ModelLoadError(`${c.source}: field '${field}' ${what}`, { file: c.source });
+  };
+  const rawPattern = c.raw.index_topk_pattern;
+  let pattern: string | null = null;
+  if (rawPattern !== undefined && rawPattern !== null) {
+    if (typeof rawPattern !== 'string' || !/^[FS]*$/.test(rawPattern)) bad('index_topk_pattern', "must be a string of 'F' (full) and 'S' (shared) characters, one per layer");
+    pattern = rawPattern as string;
+  }
+  const freq = configInt(c, 'index_topk_freq', 1);
+  if (freq < 1) bad('index_topk_freq', `(${freq}) must be ≥ 1`);
+  const offset = configInt(c, 'index_skip_topk_offset', 2);
+  const reuses = Array.from({ length: c.numHiddenLayers }, (_, l) => dsaLayerReusesTopK(l, pattern, freq, offset));
+  if (reuses[0]) bad(pattern !== null ? 'index_topk_pattern' : 'index_skip_topk_offset', 'makes layer 0 reuse the top-k of an earlier layer, but there is none');
+  return reuses;
+}
+
 function parseRopeScaling(c: ModelConfig): YarnScaling | null {
   const rs = c.raw.rope_scaling;
   if (rs === undefined || rs === null) return null;
@@ -131,6 +176,11 @@ function parseRopeScaling(c: ModelConfig): YarnScaling | null {
     mscale: configNumber(r, 'mscale', 1),
     mscaleAllDim: configNumber(r, 'mscale_all_dim', 0),
   };
+}
+
+/** True when decoder layer `layerId` reuses the previous layer's DSA top-k (Index Cache; the MTP layer never does). */
+export function layerReusesTopK(cfg: DeepseekConfig, layerId: number): boolean {
+  return layerId < cfg.numLayers && cfg.indexerReusesTopK[layerId];
 }
 
 /** True when decoder layer `layerId` uses the routed MoE (SGLang `_is_layer_sparse`; the MTP layer always does). */
@@ -178,11 +228,14 @@ function decoderLayerSpecs(cfg: DeepseekConfig, layerId: number): TensorSpec[] {
   lin('self_attn.kv_b_proj.weight', [H * (dn + dv), R]);
   lin('self_attn.o_proj.weight', [D, H * dv]);
   if (cfg.isDsa && cfg.qLoraRank !== null) {
+    // a layer that reuses the previous layer's top-k (Index Cache) never runs its indexer: its weights may be absent
+    const first = specs.length;
     lin('self_attn.indexer.wq_b.weight', [cfg.indexNHeads * cfg.indexHeadDim, cfg.qLoraRank]);
     lin('self_attn.indexer.wk.weight', [cfg.indexHeadDim, D]);
     norm('self_attn.indexer.k_norm.weight', cfg.indexHeadDim, 'f32');
     specs.push({ name: p + 'self_attn.indexer.k_norm.bias', shape: [cfg.indexHeadDim], storedAs: 'f32', init: 'norm_bias' });
     lin('self_attn.indexer.weights_proj.weight', [cfg.indexNHeads, D], 'bf16');
+    if (layerReusesTopK(cfg, layerId)) for (let i = first; i < specs.length; i++) specs[i] = { ...specs[i], optional: true };
   }
   norm('post_attention_layernorm.weight', D);
   if (isMoeLayer(cfg, layerId)) {

@@ -173,6 +173,45 @@ test('a prompt of several index_topk windows: one prefill == chunks == token by 
   assert.deepEqual(stepwise, oneShot);
 });
 
+test('Index Cache (index_topk_pattern "FSF"): layer 1 attends layer 0\'s keys on every row, runs no indexer, and one prefill == chunks == token by token', NEEDS_SHARED, () => {
+  const topK = parseDeepseekConfig(config).indexTopK;
+  const shared = createDeepseekModel(loadModelConfig(DIR, { index_topk_pattern: 'FSF' }), weights, { ops });
+  const tokens = promptOf(4 * topK + 5, 11);
+  const n = tokens.length;
+  const run = (m: DeepseekV32ForCausalLM, sel?: Map<string, number[]>): Float32Array => {
+    const ctx = newContext(m);
+    m.observer = sel ? { indexer: (layer, row, keys) => { sel.set(`${layer}:${row}`, [...keys]); } } : null;
+    try {
+      return m.forward(ctx.makeBatch([{ req: ctx.addReq(), inputIds: tokens }], { logits: 'all' })).logits;
+    } finally {
+      m.observer = null;
+    }
+  };
+  const selShared = new Map<string, number[]>();
+  const selFull = new Map<string, number[]>();
+  const logitsShared = run(shared, selShared);
+  const logitsFull = run(model, selFull);
+  let layer1DiffersInFullMode = false;
+  for (let row = 0; row < n; row++) {
+    assert.deepEqual(selShared.get(`1:${row}`), selShared.get(`0:${row}`), `row ${row}: layer 1 reuses layer 0`);
+    assert.deepEqual(selShared.get(`0:${row}`), selFull.get(`0:${row}`), `row ${row}: layer 0 unchanged`);
+    assert.equal(selShared.get(`0:${row}`)!.length, Math.min(row + 1, topK));
+    if (JSON.stringify(selFull.get(`1:${row}`)) !== JSON.stringify(selFull.get(`0:${row}`))) layer1DiffersInFullMode = true;
+  }
+  assert.ok(layer1DiffersInFullMode, 'the fixture\'s layer 1 indexer picks other keys than layer 0 somewhere (else this test shows nothing)');
+  assert.ok(maxAbsDiff(logitsShared.subarray((n - 1) * V), logitsFull.subarray((n - 1) * V)) > 1e-4, 'sharing changes the logits');
+  // the same sharing in chunks and token by token (each step's layer 0 selection feeds its layer 1)
+  const collect = (bounds: number[]): Float32Array => {
+    const ctx = newContext(shared, 1, 256, shuffledAllocator(bounds.length + 40, 257));
+    const req = ctx.addReq();
+    const out = new Float32Array(n * V);
+    for (let i = 0; i + 1 < bounds.length; i++) out.set(shared.forward(ctx.makeBatch([{ req, inputIds: tokens.slice(bounds[i], bounds[i + 1]) }], { logits: 'all' })).logits, bounds[i] * V);
+    return out;
+  };
+  assert.deepEqual(collect([0, 9, 2 * topK + 3, n]), logitsShared);
+  assert.deepEqual(collect(Array.from({ length: n + 1 }, (_, i) => i)), logitsShared);
+});
+
 test('decode reads the indexer keys of earlier tokens from the KVPool buffer index_k', NEEDS_SHARED, () => {
   const topK = parseDeepseekConfig(config).indexTopK;
   const tokens = promptOf(3 * topK, 8);

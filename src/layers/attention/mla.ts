@@ -358,11 +358,17 @@ export class MlaAttention {
   /**
    * @param hidden [numTokens, hiddenSize] f32 normalised layer input
    * @param kvLayer layer index inside batch.kvPool
-   * @param onIndexerSelection optional observer of the indexer's per-row selection
-   * @returns [numTokens, hiddenSize] f32 attention output (before the residual add)
+   * @param onIndexerSelection optional observer of the per-row key selection (the indexer's, or the shared one)
+   * @param sharedKeys for a DSA layer without an indexer of its own (Index Cache): the previous layer's top-k for
+   *   the same rows, attended instead of all keys
+   * @returns out: [numTokens, hiddenSize] f32 attention output (before the residual add); keys: the key selection
+   *   this layer attended (its indexer's, or sharedKeys), for a following layer that reuses it
    * @throws InternalError when the pool lacks the layer/buffers or an indexer is configured without q_lora_rank
    */
-  forward(hidden: Float32Array, batch: ForwardBatch, kvLayer: number, onIndexerSelection?: (row: number, keys: Int32Array) => void): Float32Array {
+  forward(
+    hidden: Float32Array, batch: ForwardBatch, kvLayer: number, onIndexerSelection?: (row: number, keys: Int32Array) => void,
+    sharedKeys?: SparseKeys,
+  ): { out: Float32Array; keys: SparseKeys | undefined } {
     const ops = this.ops;
     const T = batch.numTokens;
     const { numHeads: H, qkNopeHeadDim: dn, qkRopeHeadDim: dr, kvLoraRank: r } = this.dims;
@@ -386,16 +392,25 @@ export class MlaAttention {
       latent.set(cKv.subarray(t * r, (t + 1) * r), o);
       latent.set(kvA.subarray(t * width + r, (t + 1) * width), o + r);
     }
-    // 3. DSA: index keys cached, top-k key positions per row
+    // 3. DSA: index keys cached, top-k key positions per row (or the previous layer's, Index Cache)
     let sparse: SparseKeys | undefined;
     if (this.indexer !== null) {
       if (qLatent === null) throw new InternalError('MlaAttention: the DSA indexer needs q_lora_rank');
       sparse = this.indexer.forward(hidden, qLatent, T, batch.positions, batch.outCacheLoc, batch, batch.kvPool, kvLayer, onIndexerSelection);
+    } else if (sharedKeys !== undefined) {
+      if (sharedKeys.indices.length !== T * sharedKeys.width) throw new InternalError(`MlaAttention: shared top-k has ${sharedKeys.indices.length} slots, expected ${T}·${sharedKeys.width}`);
+      sparse = sharedKeys;
+      if (onIndexerSelection) {
+        for (let t = 0; t < T; t++) {
+          const row = sparse.indices.subarray(t * sparse.width, (t + 1) * sparse.width);
+          onIndexerSelection(t, row.filter((p) => p >= 0));
+        }
+      }
     }
     // 4. attention over the latent cache
     const useExpanded = this.opts.extendForm === 'expanded' && batch.forwardMode !== 'decode';
     const o = useExpanded ? this.expandedAttention(q, batch, latent, sparse) : this.absorbedAttention(q, batch, latent, sparse);
-    return ops.matmul(o, T, this.w.oProj);
+    return { out: ops.matmul(o, T, this.w.oProj), keys: sparse };
   }
 
   /** Weight-absorbed MQA over latent rows through Ops.attention. @returns [T, H, dv] */
