@@ -1,7 +1,7 @@
 // The only place that maps an error to an HTTP status and body. SGLang's shapes
 // (python/sglang/srt/entrypoints/http_server.py, openai/serving_base.py): request-validation errors →
 // 400 {"object":"error","message","type":"Bad Request","param":null,"code":400}; handler errors →
-// ErrorResponse with type "BadRequestError" / "InternalServerError"; auth → 401 {"error":"Unauthorized"}.
+// ErrorResponse with type "BadRequestError" / "InternalServerError" and param null; auth → 401 {"error":"Unauthorized"}.
 import { TsglangError, type ErrorKind } from '../common/index.js';
 import type { ErrorResponse } from '../protocol/index.js';
 import type { Exchange } from './context.js';
@@ -32,22 +32,25 @@ function typeOfStatus(status: number): string {
   return 'InternalServerError';
 }
 
-/** Builds SGLang's ErrorResponse object. */
-export function errorResponse(message: string, status: number, type = typeOfStatus(status), param: string | null = null): ErrorResponse {
-  return { object: 'error', message, type, param, code: status };
+/**
+ * Builds SGLang's ErrorResponse object. `param` is always null: SGLang's handlers build every error with
+ * `create_error_response(message, ...)`, which leaves it unset (the request-validation handler too), so the field a
+ * tsglang error names (TsglangError `param`) stays internal.
+ */
+export function errorResponse(message: string, status: number, type = typeOfStatus(status)): ErrorResponse {
+  return { object: 'error', message, type, param: null, code: status };
 }
 
 /**
  * Maps any thrown value to status + body. TsglangError kinds map through one table; anything else is a bug → 500.
  * @param err the caught value
  * @param validation true when the error comes from request parsing/validation (SGLang's RequestValidationError
- *   handler: type "Bad Request", param null)
+ *   handler: type "Bad Request")
  */
 export function toHttpError(err: unknown, validation = false): HttpError {
   if (err instanceof TsglangError) {
     const status = STATUS_OF_KIND[err.kind];
-    const param = validation ? null : ((err as { param?: string | null }).param ?? null);
-    return { status, body: errorResponse(err.message, status, validation && status === 400 ? 'Bad Request' : typeOfStatus(status), param) };
+    return { status, body: errorResponse(err.message, status, validation && status === 400 ? 'Bad Request' : typeOfStatus(status)) };
   }
   const message = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
   return { status: 500, body: errorResponse(message, 500) };

@@ -233,12 +233,12 @@ test('a slow single-word prompt under the bound is tokenized off the HTTP thread
 
 test('logprob counts and token ids out of range → 400 with SGLang\'s bodies; the server stays healthy', async () => {
   let res = await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], logprobs: true, top_logprobs: 30 });
-  assert.deepEqual([res.status, await json(res)], [400, { object: 'error', message: 'top_logprobs must be in [0, 20], got 30.', type: 'BadRequestError', param: 'top_logprobs', code: 400 }]);
+  assert.deepEqual([res.status, await json(res)], [400, { object: 'error', message: 'top_logprobs must be in [0, 20], got 30.', type: 'BadRequestError', param: null, code: 400 }]);
   res = await post('/v1/completions', { prompt: 'hi', max_tokens: 1, logprobs: -1 });
   assert.equal(res.status, 400);
   const lp = await json(res);
   assert.match(lp.message, /^top_logprobs_num must be in \[0, \d+\], got -1\.$/);
-  assert.deepEqual([lp.type, lp.param], ['BadRequestError', 'top_logprobs_num']);
+  assert.deepEqual([lp.type, lp.param], ['BadRequestError', null]);
   res = await post('/v1/completions', { prompt: 'hi', max_tokens: 1, logprobs: 999999 });
   assert.match((await json(res)).message, /^top_logprobs_num must be in \[0, \d+\], got 999999\.$/);
   res = await post('/generate', { text: 'hi', return_logprob: true, top_logprobs_num: -1, sampling_params: { max_new_tokens: 1 } });
@@ -250,7 +250,7 @@ test('logprob counts and token ids out of range → 400 with SGLang\'s bodies; t
     assert.match((await json(res)).error.message, /^input_ids must be integers in \[0, \d+\], got -[24]\.$/);
   }
   res = await post('/v1/completions', { prompt: [1, -2], max_tokens: 1 });
-  assert.deepEqual([res.status, (await json(res)).param], [400, 'input_ids']);
+  assert.deepEqual([res.status, (await json(res)).param], [400, null]);
   res = await post('/v1/completions', { prompt: [1, 2.5], max_tokens: 1 });
   assert.equal(res.status, 400);
   res = await post('/v1/detokenize', { tokens: [99999999] });
