@@ -1,12 +1,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { encodeSseEvent, encodeSseError, SSE_DONE, parseSseLine, SseLineSplitter, iterateSseData } from './sse.js';
+import { encodeSseEvent, encodeSseError, SSE_CONTENT_TYPE, SSE_DONE, parseSseLine, SseLineSplitter, iterateSseData } from './sse.js';
 
 test('encodes data events, errors and the [DONE] sentinel', () => {
   assert.equal(encodeSseEvent({ text: 'a"b', meta_info: { completion_tokens: 2 } }), 'data: {"text":"a\\"b","meta_info":{"completion_tokens":2}}\n\n');
   assert.equal(encodeSseEvent('[DONE]'), SSE_DONE);
   assert.equal(SSE_DONE, 'data: [DONE]\n\n');
   assert.equal(encodeSseError('boom', { code: 400 }), 'data: {"error":{"message":"boom","code":400}}\n\n');
+  assert.equal(SSE_CONTENT_TYPE, 'text/event-stream; charset=utf-8');
 });
 
 test('classifies lines like the bench client', () => {

@@ -14,8 +14,11 @@ export const SSE_DONE_PAYLOAD = '[DONE]';
 /** The complete end-of-stream event: `data: [DONE]\n\n`. */
 export const SSE_DONE = `data: ${SSE_DONE_PAYLOAD}\n\n`;
 
-/** Content-Type of an SSE response body. */
-export const SSE_CONTENT_TYPE = 'text/event-stream';
+/**
+ * Content-Type of an SSE response body: Starlette's StreamingResponse(media_type="text/event-stream") adds the
+ * charset, as it does for every `text/*` media type.
+ */
+export const SSE_CONTENT_TYPE = 'text/event-stream; charset=utf-8';
 
 /**
  * Encodes one SSE `data:` event.

@@ -227,7 +227,7 @@ test('/generate: text and input_ids, cumulative streaming, logprobs in meta_info
   assert.deepEqual(lp.meta_info.output_token_logprobs[0], [-0.5, ids5[0], tok.decode([ids5[0]])]);
   assert.equal(lp.meta_info.output_top_logprobs[1].length, 2);
   const res = await post('/generate', { text: 'x', sampling_params: { max_new_tokens: 3 }, stream: true });
-  assert.equal(res.headers.get('content-type'), 'text/event-stream');
+  assert.equal(res.headers.get('content-type'), 'text/event-stream; charset=utf-8');
   const events: { text: string; output_ids: number[] }[] = [];
   for await (const data of iterateSseData(res.body as AsyncIterable<Uint8Array>)) events.push(JSON.parse(data));
   assert.equal(events.length, 3);
