@@ -58,20 +58,26 @@ export type WireFinishReason =
   | { type: 'abort'; message: string; status_code?: number; err_type?: string }
   | null;
 
-/** `meta_info` of a /generate response (TokenizerManager `_handle_batch_output`). */
+/**
+ * `meta_info` of a /generate response, built in TokenizerManager `_handle_batch_output` (v0.5.x): the keys appear in
+ * this order: `id`, `finish_reason`, `prompt_tokens`, `weight_version`, `total_retractions`, then (with
+ * `return_logprob`) `input_token_logprobs`, `output_token_logprobs` and, only when `top_logprobs_num` > 0,
+ * `input_top_logprobs`, `output_top_logprobs` (`add_logprob_to_meta_info`), then `completion_tokens`,
+ * `cached_tokens`, and `e2e_latency` once finished.
+ */
 export interface GenerateMetaInfo {
   id: string;
   finish_reason: WireFinishReason;
   prompt_tokens: number;
-  completion_tokens: number;
-  cached_tokens: number;
   weight_version: string;
-  num_retractions: number;
-  e2e_latency?: number;
+  total_retractions: number;
   input_token_logprobs?: WireTokenLogprob[];
   output_token_logprobs?: WireTokenLogprob[];
   input_top_logprobs?: (WireTokenLogprob[] | null)[];
   output_top_logprobs?: (WireTokenLogprob[] | null)[];
+  completion_tokens: number;
+  cached_tokens: number;
+  e2e_latency?: number;
 }
 
 /** One /generate response object (or one streaming event, with cumulative text and output_ids). */

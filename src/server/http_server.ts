@@ -17,7 +17,7 @@ import {
   unsupportedMediaError,
   type HttpError,
 } from './http_errors.js';
-import { newRid, nowSeconds } from './request_utils.js';
+import { WEIGHT_VERSION, newRid, nowSeconds } from './request_utils.js';
 
 const CORS_HEADERS = {
   'access-control-allow-origin': '*',
@@ -291,7 +291,7 @@ function modelInfo(s: HttpServer): Record<string, unknown> {
     tokenizer_path: d.engine.info.tokenizerPath,
     is_generation: true,
     preferred_sampling_params: d.config.preferredSamplingParams,
-    weight_version: 'default',
+    weight_version: WEIGHT_VERSION,
     has_image_understanding: false,
     has_audio_understanding: false,
     model_type: d.modelFacts.modelType,

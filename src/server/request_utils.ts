@@ -4,6 +4,12 @@ import { randomUUID } from 'node:crypto';
 import type { FinishReason, GenerateOutput, SamplingParamsInput } from '../engine/index.js';
 import type { OpenAIFinishReason, WireFinishReason } from '../protocol/index.js';
 
+/**
+ * The weight version the server reports (SGLang's `--weight-version`, default "default"; tsglang has no weight
+ * updates): /model_info, /generate `meta_info.weight_version`, and the `metadata` of OpenAI responses.
+ */
+export const WEIGHT_VERSION = 'default';
+
 /** A request id as SGLang makes them (uuid4 hex). */
 export function newRid(): string {
   return randomUUID().replace(/-/g, '');

@@ -8,7 +8,7 @@ import type { GenerateOutput, SamplingParamsInput } from '../engine/index.js';
 import type { Tokenizer } from '../tokenizer/index.js';
 import type { Exchange, ServerDeps } from './context.js';
 import { abortHttpError, parseOrReply, toGenerateHttpError } from './http_errors.js';
-import { accumulate, childAbortController, emptyChoice, mergeAsync, newRid, wireFinishReason, type ChoiceResult } from './request_utils.js';
+import { WEIGHT_VERSION, accumulate, childAbortController, emptyChoice, mergeAsync, newRid, wireFinishReason, type ChoiceResult } from './request_utils.js';
 
 /**
  * Native sampling params (snake_case) → engine params. Grammar-constrained fields are refused.
@@ -45,36 +45,48 @@ function lpEntries(tok: Tokenizer | null, withText: boolean, pairs: readonly (re
   return pairs.map(([lp, id]) => [lp, id, withText && tok ? tok.decode([id], { skipSpecialTokens: false }) : null]);
 }
 
-function metaInfo(deps: ServerDeps, c: ChoiceResult, rid: string, logprob: { on: boolean; text: boolean }): GenerateMetaInfo {
-  const m: GenerateMetaInfo = {
-    id: rid,
+/**
+ * `meta_info` in TokenizerManager `_handle_batch_output`'s key order (v0.5.x): id, finish_reason, prompt_tokens,
+ * weight_version, total_retractions, the logprob lists (`add_logprob_to_meta_info`: the top-logprob lists only when
+ * top_logprobs_num > 0), completion_tokens, cached_tokens, and e2e_latency once finished.
+ * @param id this sample's id (SGLang's meta_info.id)
+ * @param logprob return_logprob, return_text_in_logprobs, top_logprobs_num > 0
+ */
+function metaInfo(deps: ServerDeps, c: ChoiceResult, id: string, logprob: { on: boolean; text: boolean; top: boolean }): GenerateMetaInfo {
+  const tok = deps.tokenizer;
+  const lp = logprob.on
+    ? {
+      input_token_logprobs: lpEntries(tok, logprob.text, c.inputTokenLogprobs ?? []),
+      output_token_logprobs: lpEntries(tok, logprob.text, c.outputTokenLogprobs),
+      ...(logprob.top ? {
+        input_top_logprobs: (c.inputTopLogprobs ?? []).map((t) => (t && t.length ? lpEntries(tok, logprob.text, t) : null)),
+        output_top_logprobs: c.outputTopLogprobs.map((t) => (t.length ? lpEntries(tok, logprob.text, t) : null)),
+      } : {}),
+    }
+    : {};
+  return {
+    id,
     finish_reason: wireFinishReason(c.finishReason),
     prompt_tokens: c.promptTokens,
+    weight_version: WEIGHT_VERSION,
+    total_retractions: c.numRetractions,
+    ...lp,
     completion_tokens: c.completionTokens,
     cached_tokens: c.cachedTokens,
-    weight_version: 'default',
-    num_retractions: c.numRetractions,
+    ...(c.finishReason !== null && c.e2eLatencyS !== undefined ? { e2e_latency: c.e2eLatencyS } : {}),
   };
-  if (c.finishReason !== null && c.e2eLatencyS !== undefined) m.e2e_latency = c.e2eLatencyS;
-  if (logprob.on) {
-    const tok = deps.tokenizer;
-    m.input_token_logprobs = lpEntries(tok, logprob.text, c.inputTokenLogprobs ?? []);
-    m.output_token_logprobs = lpEntries(tok, logprob.text, c.outputTokenLogprobs);
-    m.input_top_logprobs = (c.inputTopLogprobs ?? []).map((t) => (t ? lpEntries(tok, logprob.text, t) : null));
-    m.output_top_logprobs = c.outputTopLogprobs.map((t) => lpEntries(tok, logprob.text, t));
-  }
-  return m;
 }
 
 /** Handles one /generate request. */
 export async function handleGenerate(deps: ServerDeps, ex: Exchange, body: unknown): Promise<void> {
   const req = parseOrReply(ex, () => parseWire(GenerateReqInputSchema, body), toGenerateHttpError);
   if (req === null) return;
-  const logprob = { on: req.return_logprob === true, text: req.return_text_in_logprobs === true };
+  const logprob = { on: req.return_logprob === true, text: req.return_text_in_logprobs === true, top: (req.top_logprobs_num ?? 0) > 0 };
   let inputs: ({ text: string } | { inputIds: number[] })[];
   let isBatch: boolean;
   let rids: string[];
   let choiceOffset: number[] = [];
+  let numSamples: number[] = [];
   let iter: AsyncIterator<GenerateOutput & { batchIdx: number }>;
   let first: IteratorResult<GenerateOutput & { batchIdx: number }>;
   const batchAbort = childAbortController(ex.signal);
@@ -101,8 +113,9 @@ export async function handleGenerate(deps: ServerDeps, ex: Exchange, body: unkno
     if (rids.length !== inputs.length) throw new InvalidRequestError(`rid has ${rids.length} entries for ${inputs.length} inputs`, 'rid');
     const preferred = deps.config.preferredSamplingParams as WireSamplingParams | null;
     // stream event index = position among all choices of all inputs (input i's choices follow input i-1's)
+    numSamples = spList.map((p) => p?.n ?? preferred?.n ?? 1);
     choiceOffset = [0];
-    for (let i = 1; i < spList.length; i++) choiceOffset.push(choiceOffset[i - 1] + (spList[i - 1]?.n ?? preferred?.n ?? 1));
+    for (let i = 1; i < spList.length; i++) choiceOffset.push(choiceOffset[i - 1] + numSamples[i - 1]);
     const stream = req.stream === true;
     if (deps.config.logRequests) deps.logger.info(`Receive: obj=GenerateReqInput(rid=${rids.join(',')}, batch=${inputs.length}, stream=${stream})`);
     const sources = inputs.map((input, i) => {
@@ -128,8 +141,16 @@ export async function handleGenerate(deps: ServerDeps, ex: Exchange, body: unkno
   // key = batch index * 2^20 + choice index (choices of n > 1 are separate results, as SGLang's fan-out)
   const state = new Map<number, ChoiceResult & { batchIdx: number }>();
   const keyOf = (o: { batchIdx: number; index: number }) => o.batchIdx * 1048576 + o.index;
+  // meta_info.id: the input's rid; with n > 1 SGLang sends every sample with a fresh uuid (io_struct regenerate_rid)
+  const sampleIds = new Map<number, string>();
+  const idOf = (c: { batchIdx: number; index: number }): string => {
+    if (numSamples[c.batchIdx] <= 1) return rids[c.batchIdx];
+    let id = sampleIds.get(keyOf(c));
+    if (id === undefined) { id = newRid(); sampleIds.set(keyOf(c), id); }
+    return id;
+  };
   const response = (c: ChoiceResult & { batchIdx: number }): GenerateResponse => ({
-    text: c.text, output_ids: c.outputIds, meta_info: metaInfo(deps, c, rids[c.batchIdx], logprob),
+    text: c.text, output_ids: c.outputIds, meta_info: metaInfo(deps, c, idOf(c), logprob),
   });
   if (req.stream !== true) {
     try {
@@ -168,7 +189,8 @@ export async function handleGenerate(deps: ServerDeps, ex: Exchange, body: unkno
         continue;
       }
       const ev: GenerateResponse & { index?: number } = response(c);
-      if (isBatch || c.index > 0) ev.index = choiceOffset[o.batchIdx] + o.index;
+      // a batch or n > 1 is not single in SGLang: every event carries its position among all samples
+      if (isBatch || numSamples[o.batchIdx] > 1) ev.index = choiceOffset[o.batchIdx] + o.index;
       ex.writeSse(encodeSseEvent(ev));
     }
   } catch (err) {
