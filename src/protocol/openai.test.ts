@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ChatCompletionRequestSchema, CompletionRequestSchema, parseWire } from './openai.js';
+import { ChatCompletionRequestSchema, CompletionRequestSchema, deltaMessage, excludeNone, parseWire, toolCallWire, usageInfo } from './openai.js';
 import { GenerateReqInputSchema } from './generate.js';
 import { InvalidRequestError } from '../common/index.js';
 
@@ -65,4 +65,16 @@ test('parseWire names the offending field: absent prompt is "Field required", un
   // a token-id prompt with a fractional id: the int-list member (one issue) explains it, not the string list (two)
   assert.deepEqual(msg(CompletionRequestSchema, { prompt: [1, 2.5] }), { message: '1 validation error: prompt.1: Invalid input: expected int, received number', param: 'prompt.1' });
   assert.deepEqual(msg(GenerateReqInputSchema, { input_ids: [[1, 2], [3, 4.5]] }).param, 'input_ids.1.1');
+});
+
+test('response builders write SGLang\'s field order: UsageInfo, DeltaMessage, ToolCall; excludeNone drops nulls at every depth', () => {
+  assert.equal(JSON.stringify(usageInfo(10, 15)), '{"prompt_tokens":10,"total_tokens":25,"completion_tokens":15,"prompt_tokens_details":null,"reasoning_tokens":0}');
+  assert.equal(JSON.stringify(usageInfo(10, 15, 4)), '{"prompt_tokens":10,"total_tokens":25,"completion_tokens":15,"prompt_tokens_details":{"cached_tokens":4},"reasoning_tokens":0}');
+  // --enable-cache-report with nothing cached: null (UsageProcessor._details_if_cached)
+  assert.equal(usageInfo(10, 15, 0).prompt_tokens_details, null);
+  assert.equal(JSON.stringify(deltaMessage({ content: 'Hel' })), '{"role":null,"content":"Hel","reasoning_content":null,"tool_calls":null}');
+  assert.equal(JSON.stringify(deltaMessage({ role: 'assistant', content: '' })), '{"role":"assistant","content":"","reasoning_content":null,"tool_calls":null}');
+  assert.equal(JSON.stringify(deltaMessage()), '{"role":null,"content":null,"reasoning_content":null,"tool_calls":null}');
+  assert.equal(JSON.stringify(toolCallWire(null, 1, null, '{"a"')), '{"id":null,"index":1,"type":"function","function":{"name":null,"arguments":"{\\"a\\""}}');
+  assert.equal(JSON.stringify(excludeNone({ a: null, b: [null, { c: null, d: 0 }], e: { f: null } })), '{"b":[null,{"d":0}],"e":{}}');
 });

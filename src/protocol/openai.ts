@@ -179,21 +179,53 @@ export interface ErrorResponse {
   code: number;
 }
 
-/** `usage` of a response. */
+/**
+ * `usage` (SGLang's UsageInfo), keys in the model's field order. v0.5.x declares `reasoning_tokens` (default 0) but
+ * never counts it on the chat/completions routes, so it is always 0; `prompt_tokens_details` is null unless
+ * --enable-cache-report is on and some prompt tokens came from the prefix cache.
+ */
 export interface UsageInfo {
   prompt_tokens: number;
-  completion_tokens: number;
   total_tokens: number;
-  prompt_tokens_details?: { cached_tokens: number } | null;
-  reasoning_tokens?: number;
+  completion_tokens: number;
+  prompt_tokens_details: { cached_tokens: number } | null;
+  reasoning_tokens: number;
 }
 
-/** One tool call of an assistant message. */
+/**
+ * A UsageInfo as SGLang's UsageProcessor builds it (entrypoints/openai/usage_processor.py).
+ * @param cachedTokens prompt tokens served from the prefix cache, or null when not reported (no
+ *   --enable-cache-report); 0 is reported as null too (`_details_if_cached`: details only when N > 0)
+ */
+export function usageInfo(promptTokens: number, completionTokens: number, cachedTokens: number | null = null): UsageInfo {
+  return {
+    prompt_tokens: promptTokens,
+    total_tokens: promptTokens + completionTokens,
+    completion_tokens: completionTokens,
+    prompt_tokens_details: cachedTokens ? { cached_tokens: cachedTokens } : null,
+    reasoning_tokens: 0,
+  };
+}
+
+/** `metadata` of a non-streaming chat / completion response. */
+export interface ResponseMetadata {
+  weight_version: string;
+}
+
+/**
+ * One tool call (SGLang's ToolCall: `{id, index, type, function: {name, arguments}}`). In a non-streaming message
+ * every field is set; in a streamed delta `id` and `function.name` are null after a call's first item.
+ */
 export interface ToolCallWire {
-  id: string;
+  id: string | null;
+  index: number | null;
   type: 'function';
-  index?: number;
-  function: { name: string; arguments: string };
+  function: { name: string | null; arguments: string };
+}
+
+/** A ToolCallWire in SGLang's key order. */
+export function toolCallWire(id: string | null, index: number | null, name: string | null, args: string): ToolCallWire {
+  return { id, index, type: 'function', function: { name, arguments: args } };
 }
 
 /** A chat logprob entry (OpenAI `ChatCompletionTokenLogprob`). */
@@ -207,57 +239,128 @@ export interface ChatTokenLogprob {
 /** Finish reasons of OpenAI responses. */
 export type OpenAIFinishReason = 'stop' | 'length' | 'tool_calls' | 'content_filter' | 'abort';
 
+/** The assistant message of a non-streaming choice (ChatMessage): empty content / reasoning are null. */
+export interface ChatMessageWire {
+  role: 'assistant';
+  content: string | null;
+  reasoning_content: string | null;
+  tool_calls: ToolCallWire[] | null;
+}
+
+/** One choice of a `chat.completion` (ChatCompletionResponseChoice; `hidden_states` is dropped when unset). */
+export interface ChatCompletionChoice {
+  index: number;
+  message: ChatMessageWire;
+  logprobs: { content: ChatTokenLogprob[] } | null;
+  finish_reason: OpenAIFinishReason | null;
+  matched_stop: number | string | null;
+}
+
 /** `chat.completion` response. */
 export interface ChatCompletionResponse {
   id: string;
   object: 'chat.completion';
   created: number;
   model: string;
-  choices: {
-    index: number;
-    message: { role: 'assistant'; content: string | null; reasoning_content: string | null; tool_calls: ToolCallWire[] | null };
-    logprobs: { content: ChatTokenLogprob[] } | null;
-    finish_reason: OpenAIFinishReason | null;
-    matched_stop: number | string | null;
-  }[];
+  choices: ChatCompletionChoice[];
   usage: UsageInfo;
+  metadata: ResponseMetadata;
 }
 
-/** `chat.completion.chunk` streaming event. */
+/**
+ * The delta of a `chat.completion.chunk` (DeltaMessage). SGLang v0.5.x serializes chunks with every field, unset
+ * ones as null: `{"role": null, "content": "Hel", "reasoning_content": null, "tool_calls": null}`.
+ */
+export interface DeltaMessage {
+  role: 'assistant' | null;
+  content: string | null;
+  reasoning_content: string | null;
+  tool_calls: ToolCallWire[] | null;
+}
+
+/** A DeltaMessage with the given fields set (an empty string stays a string) and the others null. */
+export function deltaMessage(fields: Partial<DeltaMessage> = {}): DeltaMessage {
+  return {
+    role: fields.role ?? null,
+    content: fields.content ?? null,
+    reasoning_content: fields.reasoning_content ?? null,
+    tool_calls: fields.tool_calls ?? null,
+  };
+}
+
+/** One choice of a `chat.completion.chunk` (ChatCompletionResponseStreamChoice). */
+export interface ChatCompletionStreamChoice {
+  index: number;
+  delta: DeltaMessage;
+  logprobs: { content: ChatTokenLogprob[] } | null;
+  finish_reason: OpenAIFinishReason | null;
+  matched_stop: number | string | null;
+}
+
+/** `chat.completion.chunk` streaming event (ChatCompletionStreamResponse): `usage` is null unless it carries usage. */
 export interface ChatCompletionChunk {
   id: string;
   object: 'chat.completion.chunk';
   created: number;
   model: string;
-  choices: {
-    index: number;
-    delta: {
-      role?: 'assistant';
-      content?: string | null;
-      reasoning_content?: string | null;
-      tool_calls?: { index: number; id?: string; type?: 'function'; function: { name?: string; arguments?: string } }[];
-    };
-    logprobs: { content: ChatTokenLogprob[] } | null;
-    finish_reason: OpenAIFinishReason | null;
-    matched_stop?: number | string | null;
-  }[];
-  usage?: UsageInfo | null;
+  choices: ChatCompletionStreamChoice[];
+  usage: UsageInfo | null;
 }
 
-/** `text_completion` response (and, with `object` unchanged, its streaming events). */
+/** Legacy completion logprobs (SGLang's LogProbs model), keys in its field order. */
+export interface CompletionLogprobs {
+  text_offset: number[];
+  token_logprobs: (number | null)[];
+  tokens: string[];
+  top_logprobs: (Record<string, number> | null)[];
+}
+
+/**
+ * One choice of a `text_completion` (CompletionResponseChoice) or of a streamed one
+ * (CompletionResponseStreamChoice: same fields; `text` is the delta).
+ */
+export interface CompletionChoice {
+  index: number;
+  text: string;
+  logprobs: CompletionLogprobs | null;
+  finish_reason: OpenAIFinishReason | null;
+  matched_stop: number | string | null;
+}
+
+/** `text_completion` response. */
 export interface CompletionResponse {
   id: string;
   object: 'text_completion';
   created: number;
   model: string;
-  choices: {
-    index: number;
-    text: string;
-    logprobs: { tokens: string[]; token_logprobs: (number | null)[]; top_logprobs: (Record<string, number> | null)[]; text_offset: number[] } | null;
-    finish_reason: OpenAIFinishReason | null;
-    matched_stop: number | string | null;
-  }[];
-  usage?: UsageInfo | null;
+  choices: CompletionChoice[];
+  usage: UsageInfo;
+  metadata: ResponseMetadata;
+}
+
+/**
+ * A streamed `text_completion` event (CompletionStreamResponse). SGLang writes the choice events with every field
+ * (`usage` null), and the final usage event with `exclude_none` (see {@link excludeNone}).
+ */
+export interface CompletionStreamResponse {
+  id: string;
+  object: 'text_completion';
+  created: number;
+  model: string;
+  choices: CompletionChoice[];
+  usage: UsageInfo | null;
+}
+
+/**
+ * The value pydantic's `model_dump_json(exclude_none=True)` writes: object members whose value is null are left out,
+ * at every depth (array items are kept).
+ */
+export function excludeNone<T>(value: T): T {
+  if (Array.isArray(value)) return value.map((v) => excludeNone(v)) as T;
+  if (value === null || typeof value !== 'object') return value;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) if (v !== null && v !== undefined) out[k] = excludeNone(v);
+  return out as T;
 }
 
 /** One entry of `GET /v1/models`. */

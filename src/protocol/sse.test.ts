@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { encodeSseEvent, encodeSseError, SSE_CONTENT_TYPE, SSE_DONE, parseSseLine, SseLineSplitter, iterateSseData } from './sse.js';
+import { encodeSseEvent, encodeSseError, encodeOpenAISseError, SSE_CONTENT_TYPE, SSE_DONE, parseSseLine, SseLineSplitter, iterateSseData } from './sse.js';
 
 test('encodes data events, errors and the [DONE] sentinel', () => {
   assert.equal(encodeSseEvent({ text: 'a"b', meta_info: { completion_tokens: 2 } }), 'data: {"text":"a\\"b","meta_info":{"completion_tokens":2}}\n\n');
@@ -8,6 +8,13 @@ test('encodes data events, errors and the [DONE] sentinel', () => {
   assert.equal(SSE_DONE, 'data: [DONE]\n\n');
   assert.equal(encodeSseError('boom', { code: 400 }), 'data: {"error":{"message":"boom","code":400}}\n\n');
   assert.equal(SSE_CONTENT_TYPE, 'text/event-stream; charset=utf-8');
+});
+
+test('OpenAI in-stream errors are Python json.dumps of {"error": ErrorResponse} (spaced separators, non-ASCII escaped)', () => {
+  assert.equal(encodeOpenAISseError('bad "x"\n é'),
+    'data: {"error": {"object": "error", "message": "bad \\"x\\"\\n \\u00e9", "type": "BadRequestError", "param": null, "code": 400}}\n\n');
+  assert.equal(encodeOpenAISseError('gone', 'InternalServerError', 500),
+    'data: {"error": {"object": "error", "message": "gone", "type": "InternalServerError", "param": null, "code": 500}}\n\n');
 });
 
 test('classifies lines like the bench client', () => {

@@ -3,10 +3,12 @@
 //
 // Wire format (python/sglang/srt/entrypoints/http_server.py, serving_chat.py, serving_completions.py):
 //   data: {"text": "...", "meta_info": {...}}\n\n      one JSON object per event, compact JSON
-//   data: {"error": {"message": "..."}}\n\n              an error inside a stream (then [DONE])
+//   data: {"error":{"message":"..."}}\n\n               /generate: an error inside a stream (then [DONE])
+//   data: {"error": {"object": "error", ...}}\n\n       OpenAI routes: the same, written by Python's json.dumps
 //   data: [DONE]\n\n                                     end of stream
 // Readers (python/sglang/bench_serving.py) split the body on '\n', skip empty lines, strip a leading
 // "data: " (or "data:"), ignore "[DONE]" and JSON-parse the rest.
+import { pyJsonDumps } from '../common/index.js';
 
 /** The payload of the end-of-stream sentinel event. */
 export const SSE_DONE_PAYLOAD = '[DONE]';
@@ -40,6 +42,18 @@ export function encodeSseEvent(payload: unknown): string {
  */
 export function encodeSseError(message: string, extra: Record<string, unknown> = {}): string {
   return encodeSseEvent({ error: { message, ...extra } });
+}
+
+/**
+ * Encodes the in-stream error event of SGLang's OpenAI routes (serving_base.py `create_streaming_error_response`):
+ * `{"error": ErrorResponse}` written by Python's `json.dumps` (", " and ": " separators, non-ASCII as `\uXXXX`).
+ * @param message human-readable error text
+ * @param type ErrorResponse.type
+ * @param code ErrorResponse.code (the HTTP status the error stands for)
+ * @returns `data: {"error": {"object": "error", "message": ..., "type": ..., "param": null, "code": ...}}\n\n`
+ */
+export function encodeOpenAISseError(message: string, type = 'BadRequestError', code = 400): string {
+  return encodeSseEvent(pyJsonDumps({ error: { object: 'error', message, type, param: null, code } }));
 }
 
 /** One parsed line of an SSE body: a data payload, the [DONE] sentinel, or something else to skip. */

@@ -2,6 +2,7 @@
 // and a one-shot parse. The plain implementation returns all text as content (no parser configured).
 import { ChatOutputProcessor, parseChatOutput } from '../parsers/index.js';
 import type { ChatParseOptions, ChatDelta as ParserDelta } from '../parsers/index.js';
+import { toolCallWire } from '../protocol/index.js';
 import type { ToolCallWire } from '../protocol/index.js';
 
 /** One streaming delta = one SSE chunk. */
@@ -101,7 +102,7 @@ export class ParserChatOutput implements ChatOutputParsing {
     return {
       content: r.content,
       reasoningContent: r.reasoningContent,
-      toolCalls: r.toolCalls.length ? r.toolCalls.map((c) => ({ id: c.id, type: 'function' as const, index: c.index, function: { name: c.name, arguments: c.arguments } })) : null,
+      toolCalls: r.toolCalls.length ? r.toolCalls.map((c) => toolCallWire(c.id, c.index, c.name, c.arguments)) : null,
     };
   }
 }

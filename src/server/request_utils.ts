@@ -2,7 +2,8 @@
 // outputs per choice, logprob conversion. No HTTP here.
 import { randomUUID } from 'node:crypto';
 import type { FinishReason, GenerateOutput, SamplingParamsInput } from '../engine/index.js';
-import type { OpenAIFinishReason, WireFinishReason } from '../protocol/index.js';
+import { usageInfo } from '../protocol/index.js';
+import type { OpenAIFinishReason, UsageInfo, WireFinishReason } from '../protocol/index.js';
 
 /**
  * The weight version the server reports (SGLang's `--weight-version`, default "default"; tsglang has no weight
@@ -13,6 +14,20 @@ export const WEIGHT_VERSION = 'default';
 /** A request id as SGLang makes them (uuid4 hex). */
 export function newRid(): string {
   return randomUUID().replace(/-/g, '');
+}
+
+/**
+ * The ids of one prompt's samples, as SGLang's `meta_info.id` reports them: the request's own id for a single
+ * sample; with n > 1 the tokenizer manager sends every sample with a fresh uuid hex (io_struct `regenerate_rid`),
+ * whatever rid the request gave.
+ * @param rid the request's id (given or generated)
+ * @param n samples of the prompt
+ * @returns a function from sample index to id
+ */
+export function sampleIds(rid: string, n: number): (index: number) => string {
+  if (n <= 1) return () => rid;
+  const ids = Array.from({ length: n }, () => newRid());
+  return (index) => ids[index] ?? rid;
 }
 
 /** Seconds since the epoch (OpenAI `created`). */
@@ -129,6 +144,33 @@ export async function collectChoices(outputs: AsyncIterable<GenerateOutput>): Pr
     accumulate(c, o);
   }
   return [...byIndex.values()].sort((a, b) => a.index - b.index);
+}
+
+/** What an OpenAI `usage` is computed from, per choice. */
+export interface ChoiceTokens {
+  readonly index: number;
+  readonly promptTokens: number;
+  readonly completionTokens: number;
+  readonly cachedTokens: number;
+}
+
+/**
+ * `usage` over the choices of a response (SGLang v0.5.x UsageProcessor): prompt tokens once per prompt (the
+ * choices whose index is a multiple of n), completion tokens of every choice, and with --enable-cache-report the
+ * cached tokens of every choice (reported only when some were cached).
+ * @param n samples per prompt (the request's n)
+ * @param cacheReport --enable-cache-report
+ */
+export function usageOfChoices(choices: Iterable<ChoiceTokens>, n: number, cacheReport: boolean): UsageInfo {
+  let prompt = 0;
+  let completion = 0;
+  let cached = 0;
+  for (const c of choices) {
+    if (c.index % Math.max(n, 1) === 0) prompt += c.promptTokens;
+    completion += c.completionTokens;
+    cached += c.cachedTokens;
+  }
+  return usageInfo(prompt, completion, cacheReport ? cached : null);
 }
 
 /** Engine finish reason → OpenAI finish_reason (stop / length / abort). */

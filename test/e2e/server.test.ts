@@ -104,7 +104,7 @@ test('the seed chat completion (system + user as text parts), another model name
   const prompt = ChatPromptBuilder.fromModelDir(MODEL_DIR).build({ messages });
   assert.ok(prompt.text.startsWith(']~!b[]~b]system\nYou are a helpful assistant.[e~[\n]~b]user\nWho won the world series in 2020?[e~[\n]~b]ai\n<think>\n'));
   const promptTokens = tok.encode(prompt.text, { addSpecialTokens: false }).length;
-  assert.deepEqual(r.usage, { prompt_tokens: promptTokens, completion_tokens: 12, total_tokens: promptTokens + 12 });
+  assert.equal(JSON.stringify(r.usage), JSON.stringify({ prompt_tokens: promptTokens, total_tokens: promptTokens + 12, completion_tokens: 12, prompt_tokens_details: null, reasoning_tokens: 0 }));
   // the same request through /generate with the same prompt ids gives the same greedy text
   const g = await json(post('/generate', { input_ids: tok.encode(prompt.text, { addSpecialTokens: false }), sampling_params: { max_new_tokens: 12, temperature: 0 } }));
   assert.equal(r.choices[0].message.content, g.text);
