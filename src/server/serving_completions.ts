@@ -1,7 +1,7 @@
 // POST /v1/completions (python/sglang/srt/entrypoints/openai/serving_completions.py): prompt (text, ids, or a
 // batch of either) → engine → `text_completion` response or stream.
 import { encodeSseEvent, encodeOpenAISseError, excludeNone, SSE_DONE, CompletionRequestSchema, parseWire, usageInfo } from '../protocol/index.js';
-import type { CompletionChoice, CompletionLogprobs, CompletionResponse, CompletionStreamResponse } from '../protocol/index.js';
+import type { CompletionChoice, CompletionLogprobs, CompletionRequest, CompletionResponse, CompletionStreamResponse } from '../protocol/index.js';
 import { InvalidRequestError } from '../common/index.js';
 import type { GenerateOutput } from '../engine/index.js';
 import type { Tokenizer } from '../tokenizer/index.js';
@@ -39,9 +39,26 @@ export function completionLogprobs(tok: Tokenizer | null, tokenLps: readonly (re
   };
 }
 
+/**
+ * serving_completions.py `_validate_request`: a prompt that is empty, or a list whose items are all empty (falsy in
+ * Python: "", [] and the token id 0).
+ */
+export function isEmptyPrompt(prompt: CompletionRequest['prompt']): boolean {
+  if (prompt.length === 0) return true;
+  if (typeof prompt === 'string') return false;
+  return (prompt as (string | number | number[])[]).every((p) => (typeof p === 'number' ? p === 0 : p.length === 0));
+}
+
 /** Handles one completion request. */
 export async function handleCompletion(deps: ServerDeps, ex: Exchange, body: unknown): Promise<void> {
-  const req = parseOrReply(ex, () => parseWire(CompletionRequestSchema, body));
+  const req = parseOrReply(ex, () => {
+    const r = parseWire(CompletionRequestSchema, body);
+    // a pydantic field validator of CompletionRequest: a request-validation error (type "Bad Request")
+    if (r.max_tokens !== null && r.max_tokens !== undefined && r.max_tokens <= 0) {
+      throw new InvalidRequestError('1 validation error: max_tokens: Value error, max_tokens must be positive', 'max_tokens');
+    }
+    return r;
+  });
   if (req === null) return;
   const model = req.model;
   // one engine request per prompt; choice index = promptIdx * n + choiceIdx
@@ -70,12 +87,7 @@ export async function handleCompletion(deps: ServerDeps, ex: Exchange, body: unk
   let first: IteratorResult<GenerateOutput>;
   const batchAbort = childAbortController(ex.signal);
   try {
-    if (prompts.length === 0 || ('inputIds' in prompts[0] && prompts[0].inputIds.length === 0 && prompts.length === 1)) {
-      throw new InvalidRequestError('prompt must not be empty', 'prompt');
-    }
-    if (req.max_tokens !== null && req.max_tokens !== undefined && req.max_tokens <= 0) {
-      throw new InvalidRequestError(`max_tokens must be positive, got ${req.max_tokens}`, 'max_tokens');
-    }
+    if (isEmptyPrompt(p)) throw new InvalidRequestError('Prompt cannot be empty', 'prompt');
     const modelDefaults = deps.config.samplingDefaults === 'model' ? deps.engine.info.defaultSamplingParams : null;
     const samplingParams = openaiSamplingParams(req, req.max_tokens ?? null, modelDefaults);
     // SGLang serving_completions: echo with logprobs > 0 asks for the prompt's logprobs too (logprob_start_len 0)

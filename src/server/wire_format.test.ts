@@ -273,7 +273,7 @@ test('/generate with n > 1: every sample has its own id, and every streamed even
   assert.deepEqual(one.slice(0, -1).map((e) => { const j = JSON.parse(e) as { index?: number; meta_info: { id: string } }; return [j.index, j.meta_info.id]; }), [[undefined, 'g4'], [undefined, 'g4']]);
 });
 
-test('errors: param is null as SGLang\'s create_error_response leaves it; in-stream errors as Python json.dumps', async () => {
+test('errors: param is null as SGLang\'s create_error_response leaves it; completions with an empty prompt; in-stream errors as Python json.dumps', async () => {
   engine.script = [HELLO];
   engine.error = new InvalidRequestError('temperature must be non-negative, got -1.0.', 'temperature');
   try {
@@ -287,6 +287,13 @@ test('errors: param is null as SGLang\'s create_error_response leaves it; in-str
   assert.equal(await unknownTool.text(), error("Tool 'nope' not found in tools list."));
   const top = await post(`${base}/v1/chat/completions`, { messages: [{ role: 'user', content: 'hi' }], logprobs: true, top_logprobs: 30 });
   assert.equal(await top.text(), error('top_logprobs must be in [0, 20], got 30.'));
+  for (const prompt of ['', [], [''], ['', ''], [[]], [0]]) {
+    const r = await post(`${base}/v1/completions`, { prompt });
+    assert.equal(r.status, 400, JSON.stringify(prompt));
+    assert.equal(await r.text(), error('Prompt cannot be empty'), JSON.stringify(prompt));
+  }
+  const mt = await (await post(`${base}/v1/completions`, { prompt: 'hi', max_tokens: 0 })).json() as Record<string, unknown>;
+  assert.deepEqual([mt.type, mt.param, mt.code], ['Bad Request', null, 400]);
   // an abort with a status inside a stream: {"error": ErrorResponse} as Python's json.dumps writes it (non-ASCII escaped)
   engine.script = [{ pieces: ['Hel', ''], finish: { type: 'abort', message: 'Request waiting timeout reached. é', statusCode: 503 } }];
   for (const [path, body] of [['/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }] }], ['/v1/completions', { prompt: 'hi' }]] as const) {
