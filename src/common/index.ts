@@ -7,4 +7,5 @@ export * from './rng.js';
 export * from './logger.js';
 export * from './async_queue.js';
 export * from './py_json.js';
+export * from './py_repr.js';
 export * from './fs_utils.js';
