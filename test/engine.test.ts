@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Engine, type EngineOptions, type GenerateOutput } from '../src/engine/index.js';
+import type { ForwardBatch } from '../src/layers/index.js';
 import { FIXTURES_DIR, NEEDS_SHARED, readSharedJson, SHARED_MISSING } from './helpers/paths.js';
 
 const MODEL = join(FIXTURES_DIR, 'tiny-minimax-m2');
@@ -212,4 +213,46 @@ test('KV pool sized from memory commits storage only for the pages used', NEEDS_
   const pool = e.inProcessCore!.scheduler.runner.kvPool;
   assert.ok(pool.committedLocs <= 256, `committed ${pool.committedLocs} locs of ${pool.maxLocs}`);
   await e.shutdown();
+});
+
+test('a step that throws fails only the request it is pinned on, with an error its client receives; the running request finishes unchanged', { timeout: 60_000 }, async () => {
+  const { FakeModel } = await import('../src/scheduler/fake_model.case.js');
+  const POISON = 63;
+  class PoisonModel extends FakeModel {
+    override forward(b: ForwardBatch) {
+      for (let t = 0; t < b.numTokens; t++) if (b.positions[t] === 0 && b.inputIds[t] === POISON) throw new Error('poisoned');
+      return super.forward(b);
+    }
+  }
+  const make = (enableMixedChunk: boolean) => Engine.create(
+    { modelPath: '/nonexistent-fake-model', skipTokenizerInit: true, useWorkerThread: false, maxTotalTokens: 1024, contextLength: 256, enableMixedChunk },
+    undefined,
+    { model: new PoisonModel(64), architecture: 'FakeForCausalLM', vocabSize: 64, maxPositionEmbeddings: 256, eosTokenIds: [0] },
+  );
+  const okPrompt = [5, 9, 14, 2, 33];
+  const sp = { temperature: 0, maxNewTokens: 40, ignoreEos: true };
+  let want: number[];
+  {
+    const e = await make(false);
+    want = (await collect(e.generate({ rid: 'alone', inputIds: okPrompt, samplingParams: sp }))).ids;
+    await e.shutdown();
+  }
+  assert.equal(want.length, 40);
+  for (const mixed of [false, true]) {
+    const e = await make(mixed);
+    let bad: Promise<{ ids: number[]; last: GenerateOutput }> | null = null;
+    const ok = await collect(e.generate({ rid: 'ok', inputIds: okPrompt, stream: true, samplingParams: sp }), () => {
+      bad = collect(e.generate({ rid: 'bad', inputIds: [POISON, 1, 2, 3], stream: true, samplingParams: sp }));
+    });
+    const b = await bad!;
+    assert.deepEqual(b.ids, []);
+    assert.deepEqual(b.last.finishReason, { type: 'abort', message: 'The engine failed to run this request: Error: poisoned', statusCode: 500 }, `mixed ${mixed}`);
+    assert.deepEqual(ok.ids, want, `mixed ${mixed}`);
+    assert.deepEqual(ok.last.finishReason, { type: 'length', length: 40 });
+    assert.equal(e.numInFlight, 0);
+    assert.equal(await e.flushCache(), true);
+    const a = e.inProcessCore!.scheduler.mem.allocator;
+    assert.equal(a.availableSize(), a.size);
+    await e.shutdown();
+  }
 });

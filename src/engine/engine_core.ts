@@ -323,14 +323,15 @@ export class EngineCore {
    */
   runOneStep(): boolean {
     const t0 = performance.now();
-    let result;
-    try {
-      result = this.scheduler.step();
-    } catch (e) {
-      // A bug inside a step: fail every request loudly rather than hang.
-      this.logger.error(`scheduler step failed: ${(e as Error).stack ?? String(e)}`);
-      this.scheduler.abortAll();
-      result = this.scheduler.step();
+    // A step that throws is recovered inside Scheduler.step: the requests it can be pinned on finish with an error
+    // their clients receive, the others carry on (or are re-run alone when it cannot be pinned).
+    const result = this.scheduler.step();
+    const f = result.failure;
+    if (f) {
+      this.logger.error(
+        `scheduler step failed: ${f.error.stack ?? String(f.error)}\n` +
+          `failed requests: [${f.failedRids.join(', ')}], re-run alone: [${f.retriedRids.join(', ')}]`,
+      );
     }
     const tDetok = performance.now();
     const { outputs, stopMatches } = this.detok.process(result.outputs);
@@ -348,6 +349,6 @@ export class EngineCore {
       this.send({ type: 'outputs', outputs });
       this.emitTimeMs += performance.now() - t1;
     }
-    return result.stats !== null || result.outputs.length > 0;
+    return result.stats !== null || result.outputs.length > 0 || f !== undefined;
   }
 }

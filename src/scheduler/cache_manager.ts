@@ -52,6 +52,7 @@ export class CacheManager {
     req.prefixLen = match.indices.length;
     req.cacheProtectedLen = match.indices.length;
     req.kvCommittedLen = match.indices.length;
+    req.kvAllocatedLen = match.indices.length;
     this.reqToTokenPool.write(req.reqPoolIdx, 0, match.indices);
   }
 
@@ -67,6 +68,7 @@ export class CacheManager {
     const locs = this.allocator.allocFor(start, lastLoc, n);
     if (!locs) return null;
     this.reqToTokenPool.write(req.reqPoolIdx, start, locs);
+    req.kvAllocatedLen = start + n;
     return locs;
   }
 
@@ -90,10 +92,14 @@ export class CacheManager {
     this.resetKvState(req);
   }
 
-  /** A retracted request: its own KV is freed without caching, the lock dropped, the row released. */
+  /**
+   * A retracted request, or one whose step failed: its own KV is freed without caching (locs allocated for a step
+   * that never committed included), the lock dropped, the row released.
+   */
   releaseRetracted(req: Req): void {
     if (req.reqPoolIdx === -1) return;
-    const own = this.reqToTokenPool.read(req.reqPoolIdx, req.cacheProtectedLen, req.kvCommittedLen);
+    const end = Math.max(req.kvCommittedLen, req.kvAllocatedLen);
+    const own = this.reqToTokenPool.read(req.reqPoolIdx, req.cacheProtectedLen, end);
     this.allocator.free(own);
     this.cache.decLockRef(req.lastNode!);
     this.reqToTokenPool.free(req.reqPoolIdx);
@@ -103,6 +109,7 @@ export class CacheManager {
   private resetKvState(req: Req): void {
     req.reqPoolIdx = -1;
     req.kvCommittedLen = 0;
+    req.kvAllocatedLen = 0;
     req.cacheProtectedLen = 0;
     req.lastNode = null;
     req.prefixLen = 0;

@@ -32,6 +32,8 @@ export class Req {
   reqPoolIdx = -1;
   /** Tokens of fillIds whose KV is in the row. */
   kvCommittedLen = 0;
+  /** Tokens of fillIds with KV locs in the row: kvCommittedLen, plus the locs allocated for the step in progress. */
+  kvAllocatedLen = 0;
   /** Leading tokens owned by the prefix cache on this request's behalf. */
   cacheProtectedLen = 0;
   /** Locked prefix-cache node (root when none). */
@@ -50,6 +52,13 @@ export class Req {
   /** Abort requested; applied at the next step. */
   toFinish: FinishReasonData | null = null;
   numRetractions = 0;
+  /** Failed steps this request was part of (Scheduler.step recovery). */
+  numFailedSteps = 0;
+  /**
+   * Set when a failed step could not be pinned on one request: the request is then scheduled alone (its prefill and
+   * one decode step) until it has shown it runs, so that a failure recurring on it is attributed to it alone.
+   */
+  isolate = false;
   cachedTokens = 0;
   /** Output ids already reported downstream. */
   sendOffset = 0;

@@ -1,18 +1,21 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { InvalidRequestError } from '../common/index.js';
 import { ModelRunner } from '../executor/index.js';
+import type { ForwardBatch } from '../layers/index.js';
 import { ChunkCache, KVPool, RadixCache, ReqToTokenPool, TokenToKVPoolAllocator } from '../mem_cache/index.js';
 import { normalizeSamplingParams, type SamplingParamsInput } from '../sampling/index.js';
 import { CacheManager } from './cache_manager.js';
 import { FakeModel } from './fake_model.case.js';
 import type { ReqTokenOutput } from './io.js';
-import { Scheduler, type SchedulerConfig, type StepStats } from './scheduler.js';
+import { Scheduler, type SchedulerConfig, type StepFailure, type StepStats } from './scheduler.js';
 
 const V = 64;
 const EOS = 0;
 
 interface Opts extends Partial<SchedulerConfig> {
   disableRadix?: boolean;
+  model?: FakeModel;
 }
 
 function makeScheduler(o: Opts = {}): Scheduler {
@@ -30,7 +33,7 @@ function makeScheduler(o: Opts = {}): Scheduler {
     recordStats: true,
     ...o,
   };
-  const model = new FakeModel(V);
+  const model = o.model ?? new FakeModel(V);
   const kvPool = new KVPool(model.kvPoolLayout(), cfg.maxTotalNumTokens + cfg.pageSize, 8);
   const alloc = new TokenToKVPoolAllocator(cfg.maxTotalNumTokens, cfg.pageSize, kvPool);
   const cache = o.disableRadix ? new ChunkCache(alloc) : new RadixCache(alloc);
@@ -250,4 +253,161 @@ test('randomized: shared prefixes, arrivals between steps, aborts, tiny pool, pa
     assertAllFreeAfterFlush(s);
   }
   assert.ok(totals.retracted > 0 && totals.cached > 0 && totals.aborted > 0, JSON.stringify(totals));
+});
+
+/** FakeModel whose forward throws whatever `fail` returns for a batch (null: runs normally). */
+class FailingModel extends FakeModel {
+  readonly failures: string[] = [];
+  constructor(private readonly fail: (b: ForwardBatch) => Error | null) {
+    super(V);
+  }
+  override forward(b: ForwardBatch) {
+    const e = this.fail(b);
+    if (e) {
+      this.failures.push(b.forwardMode);
+      throw e;
+    }
+    return super.forward(b);
+  }
+}
+
+/** Like drain, also collecting every step failure. */
+function drainWithFailures(s: Scheduler) {
+  const failures: StepFailure[] = [];
+  const ids = new Map<string, number[]>();
+  const finals = new Map<string, ReqTokenOutput>();
+  for (let i = 0; i < 10000 && s.hasWork; i++) {
+    const r = s.step();
+    if (r.failure) failures.push(r.failure);
+    for (const o of r.outputs) {
+      ids.set(o.rid, [...(ids.get(o.rid) ?? []), ...o.newIds]);
+      if (o.finishReason) finals.set(o.rid, o);
+    }
+  }
+  assert.equal(s.hasWork, false, 'scheduler did not drain');
+  return { failures, ids, finals };
+}
+
+const POISON = V - 1;
+/** A prompt the poison models below fail on: it starts with POISON (no other prompt here does). */
+const BAD_PROMPT = [POISON, ...prompt(77, 6)];
+const poisonedPrefill = (b: ForwardBatch): Error | null => {
+  for (let t = 0; t < b.numTokens; t++) if (b.positions[t] === 0 && b.inputIds[t] === POISON) return new InvalidRequestError(`input id ${POISON} at row ${t} cannot be embedded`, 'input_ids');
+  return null;
+};
+
+test('a failed prefill of one request fails only it (400 for an invalid-request error); running requests go on unchanged, no KV leak', () => {
+  assert.ok(PROMPTS.every((p) => p[0] !== POISON));
+  for (const [pageSize, chunk] of [[1, null], [4, 4]] as const) {
+    const model = new FailingModel(poisonedPrefill);
+    const s = makeScheduler({ model, pageSize, chunkedPrefillSize: chunk });
+    add(s, 'ok0', PROMPTS[0], SP);
+    add(s, 'ok1', PROMPTS[1], SP);
+    const early = new Map<string, number>();
+    while (!s.statsHistory.some((st) => st.forwardMode === 'decode')) {
+      for (const o of s.step().outputs) early.set(o.rid, (early.get(o.rid) ?? 0) + o.newIds.length);
+    }
+    add(s, 'bad', BAD_PROMPT, SP);
+    const { failures, ids, finals } = drainWithFailures(s);
+    assert.equal(failures.length, 1);
+    assert.deepEqual(failures[0].failedRids, ['bad']);
+    assert.deepEqual(failures[0].retriedRids, []);
+    assert.deepEqual(finals.get('bad')!.finishReason, { type: 'abort', message: `input id ${POISON} at row 0 cannot be embedded`, statusCode: 400 });
+    assert.deepEqual(finals.get('bad')!.newIds, []);
+    for (const [rid, p] of [['ok0', PROMPTS[0]], ['ok1', PROMPTS[1]]] as const) {
+      assert.deepEqual(finals.get(rid)!.finishReason, { type: 'length', length: 12 }, rid);
+      assert.equal(finals.get(rid)!.numRetractions, 0);
+      assert.equal(early.get(rid), 2, `${rid}: prefill + first decode token before 'bad' came`);
+      assert.deepEqual(ids.get(rid), alone(p, SP).slice(2), `${rid}: the 10 tokens after them`);
+    }
+    assertAllFreeAfterFlush(s);
+  }
+});
+
+test('a failed mixed step (extend + decodes) is pinned by re-running its requests alone: only the bad one fails, the others give their alone output', () => {
+  for (const pageSize of [1, 4]) {
+    const model = new FailingModel(poisonedPrefill);
+    const s = makeScheduler({ model, pageSize, enableMixedChunk: true });
+    add(s, 'ok0', PROMPTS[0], SP);
+    add(s, 'ok1', PROMPTS[1], SP);
+    while (!s.statsHistory.some((st) => st.forwardMode === 'decode')) s.step();
+    const before = model.failures.length;
+    add(s, 'bad', BAD_PROMPT, SP);
+    const { failures, ids, finals } = drainWithFailures(s);
+    assert.equal(model.failures.length - before, 2, 'the mixed step, then the bad request alone');
+    assert.equal(failures.length, 2);
+    assert.deepEqual(failures[0].failedRids, []);
+    assert.deepEqual([...failures[0].retriedRids].sort(), ['bad', 'ok0', 'ok1']);
+    assert.deepEqual(failures[1].failedRids, ['bad']);
+    assert.equal(finals.get('bad')!.finishReason!.type, 'abort');
+    for (const [rid, p] of [['ok0', PROMPTS[0]], ['ok1', PROMPTS[1]]] as const) {
+      assert.deepEqual(finals.get(rid)!.finishReason, { type: 'length', length: 12 }, rid);
+      const want = alone(p, SP);
+      assert.deepEqual(ids.get(rid), want.slice(want.length - ids.get(rid)!.length), `${rid} page ${pageSize}`);
+    }
+    assertAllFreeAfterFlush(s);
+  }
+});
+
+test('a decode-only failure is pinned on its request by solo decode steps; the others finish with their alone output', () => {
+  // Fails any pure decode step that reaches position 40: only 'long' (40-token prompt) gets there.
+  const model = new FailingModel((b) => {
+    if (b.forwardMode !== 'decode') return null;
+    for (let t = 0; t < b.numTokens; t++) if (b.positions[t] >= 40) return new Error('kernel fault');
+    return null;
+  });
+  const s = makeScheduler({ model });
+  const long = prompt(5, 40);
+  add(s, 'long', long, SP);
+  add(s, 'a', PROMPTS[0], SP);
+  add(s, 'b', PROMPTS[1], SP);
+  const { failures, ids, finals } = drainWithFailures(s);
+  assert.deepEqual(failures.map((f) => [f.failedRids, [...f.retriedRids].sort()]), [
+    [[], ['a', 'b', 'long']],
+    [['long'], []],
+  ]);
+  assert.deepEqual(finals.get('long')!.finishReason, {
+    type: 'abort', message: 'The engine failed to run this request: Error: kernel fault', statusCode: 500,
+  });
+  // its first token (prefill) and its second (its re-run alone as an extend) were delivered
+  assert.deepEqual(ids.get('long'), alone(long, SP).slice(0, 2));
+  for (const [rid, p] of [['a', PROMPTS[0]], ['b', PROMPTS[1]]] as const) {
+    assert.deepEqual(finals.get(rid)!.finishReason, { type: 'length', length: 12 });
+    assert.deepEqual(ids.get(rid), alone(p, SP), rid);
+  }
+  assertAllFreeAfterFlush(s);
+});
+
+test('a failure that recurs whenever requests share a step cannot be pinned: each fails at its second failed step, nothing hangs or leaks', () => {
+  const model = new FailingModel((b) => (b.numReqs >= 2 ? new Error('batching bug') : null));
+  const s = makeScheduler({ model });
+  add(s, 'x', PROMPTS[0], SP);
+  add(s, 'y', PROMPTS[1], SP);
+  const { failures, ids, finals } = drainWithFailures(s);
+  assert.equal(failures.length, 2);
+  assert.deepEqual([...failures[0].retriedRids].sort(), ['x', 'y']);
+  assert.deepEqual([...failures[1].failedRids].sort(), ['x', 'y']);
+  for (const rid of ['x', 'y']) {
+    assert.deepEqual(finals.get(rid)!.finishReason, { type: 'abort', message: 'The engine failed to run this request: Error: batching bug', statusCode: 500 });
+    // each ran its prefill and one decode alone before they were batched again
+    assert.equal(ids.get(rid)!.length, 2, rid);
+  }
+  assertAllFreeAfterFlush(s);
+});
+
+test('a failure while scheduling (before a batch exists) fails every request instead of losing the one being admitted', () => {
+  const s = makeScheduler();
+  add(s, 'run', PROMPTS[0], SP);
+  s.step();
+  const allocTokens = s.mem.allocTokens.bind(s.mem);
+  s.mem.allocTokens = (req, n) => {
+    if (req.rid === 'new') throw new Error('allocator bug');
+    return allocTokens(req, n);
+  };
+  add(s, 'new', PROMPTS[1], SP);
+  const r = s.step();
+  assert.deepEqual(r.failure && [...r.failure.failedRids].sort(), ['new', 'run']);
+  assert.deepEqual(r.outputs.map((o) => [o.rid, o.finishReason?.type]).sort(), [['new', 'abort'], ['run', 'abort']]);
+  assert.equal(s.hasWork, false);
+  assertAllFreeAfterFlush(s);
 });

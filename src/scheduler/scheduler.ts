@@ -11,7 +11,7 @@
 //   sender; a decode-only loop admits prebuilt requests through CacheManager.admit + allocTokens and never prefills.
 // - TP/DP ranks: ModelRunner is the only thing that touches the model; a TP runner fans the same ForwardBatch out to
 //   worker threads and reduces, the scheduler is unchanged; DP runs one Scheduler per rank.
-import { assert, InvalidRequestError } from '../common/index.js';
+import { assert, InvalidRequestError, TsglangError } from '../common/index.js';
 import type { ForwardMode } from '../layers/index.js';
 import type { ModelRunner } from '../executor/index.js';
 import type { MatchResult } from '../mem_cache/index.js';
@@ -68,16 +68,30 @@ export interface StepStats {
   readonly newTokenRatio: number;
 }
 
+/** A step that threw, and what the scheduler did about it (see Scheduler.step). */
+export interface StepFailure {
+  /** What the step threw. */
+  readonly error: Error;
+  /** Requests finished with an abort because of it (their outputs are in StepResult.outputs). */
+  readonly failedRids: readonly string[];
+  /** Requests of the failed batch put back in the waiting queue, to be run alone. */
+  readonly retriedRids: readonly string[];
+}
+
 /** Result of one step. */
 export interface StepResult {
-  /** null when there was nothing to run. */
+  /** null when there was nothing to run (or the step failed). */
   readonly stats: StepStats | null;
   /** Token outputs (also those of aborts since the last step). */
   readonly outputs: ReqTokenOutput[];
+  /** Set when the step threw; the scheduler has recovered (every request is running, queued or finished). */
+  readonly failure?: StepFailure;
 }
 
 const RETRACT_DECODE_STEPS = 20;
 const MAX_NEW_TOKENS_UNSET = 1 << 30;
+/** A request that was part of this many failed steps is failed even when the failure could not be pinned on it. */
+const MAX_FAILED_STEPS = 2;
 
 /** Continuous-batching scheduler. Single owner of KV and radix state. */
 export class Scheduler {
@@ -94,6 +108,10 @@ export class Scheduler {
   readonly newTokenRatioDecay: number;
   private stepCount = 0;
   private pendingOutputs: ReqTokenOutput[] = [];
+  /** Every request queued, running or being scheduled, by rid (until its finish). */
+  private readonly live = new Map<string, Req>();
+  /** The requests of the step in progress once its batch is chosen (null before). */
+  private stepReqs: readonly Req[] | null = null;
   /** Cumulative counters (metrics). */
   totalRetracted = 0;
   totalPromptTokens = 0;
@@ -145,7 +163,9 @@ export class Scheduler {
     }
     if (this.findReq(t.rid)) throw new InvalidRequestError(`Duplicate request id ${t.rid}.`, 'rid');
     const maxNew = Math.max(0, Math.min(t.params.maxNewTokens ?? MAX_NEW_TOKENS_UNSET, this.maxReqLen - inLen - 1));
-    this.waiting.push(new Req(t, maxNew, this.cfg.eosTokenIds));
+    const req = new Req(t, maxNew, this.cfg.eosTokenIds);
+    this.waiting.push(req);
+    this.live.set(req.rid, req);
     this.totalPromptTokens += inLen;
   }
 
@@ -155,8 +175,7 @@ export class Scheduler {
   }
 
   private findReq(rid: string): Req | undefined {
-    if (this.chunkedReq?.rid === rid) return this.chunkedReq;
-    return this.running.find((r) => r.rid === rid) ?? this.waiting.find((r) => r.rid === rid);
+    return this.live.get(rid);
   }
 
   /**
@@ -172,6 +191,7 @@ export class Scheduler {
     const ri = this.running.indexOf(req);
     if (ri >= 0) this.running.splice(ri, 1);
     if (this.chunkedReq === req) this.chunkedReq = null;
+    this.live.delete(rid);
     this.mem.releaseFinished(req);
     if (reason.type === 'abort') this.pendingOutputs.push(req.takeOutput());
     return true;
@@ -201,11 +221,26 @@ export class Scheduler {
     return true;
   }
 
-  /** One scheduling step: runs at most one forward. Synchronous. */
+  /**
+   * One scheduling step: runs at most one forward. Synchronous. A step that throws (a model or scheduler error) is
+   * recovered here, never left half done: its requests are failed or put back (see recoverFromFailedStep), so none
+   * is lost and the others carry on; the result's `failure` says what happened.
+   */
   step(): StepResult {
-    const tStart = performance.now();
     const outputs = this.pendingOutputs;
     this.pendingOutputs = [];
+    this.stepReqs = null;
+    try {
+      return this.runStep(outputs);
+    } catch (e) {
+      return this.recoverFromFailedStep(e instanceof Error ? e : new Error(String(e)), outputs);
+    } finally {
+      this.stepReqs = null;
+    }
+  }
+
+  private runStep(outputs: ReqTokenOutput[]): StepResult {
+    const tStart = performance.now();
     const numRunningBefore = this.running.length;
     let cachedThisStep = 0;
     let numRetracted = 0;
@@ -219,10 +254,13 @@ export class Scheduler {
       cachedThisStep = prefill.numCachedTokens;
     } else if (this.running.length > 0) {
       numRetracted = this.prepareDecode();
-      decodes = [...this.running];
+      // A request under suspicion (Req.isolate) decodes alone.
+      const suspect = this.running.find((r) => r.isolate);
+      decodes = suspect ? [suspect] : [...this.running];
     } else {
       return { stats: null, outputs };
     }
+    this.stepReqs = [...extends_.map((it) => it.req), ...decodes];
 
     // Allocate one KV slot for each decode (checked to fit).
     const decodeLocs = decodes.map((req) => {
@@ -275,12 +313,15 @@ export class Scheduler {
         req.outputTopLogprobs.push(s.topLogprobs);
       }
     });
+    // A suspect that ran a decode step alone has shown it runs: it is scheduled with the others again.
+    if (decodes.length === 1 && extends_.length === 0) decodes[0].isolate = false;
     let numFinished = 0;
     for (const req of touched) {
       if (req.isFinished) {
         numFinished++;
         const ri = this.running.indexOf(req);
         if (ri >= 0) this.running.splice(ri, 1);
+        this.live.delete(req.rid);
         this.mem.releaseFinished(req);
       } else if (!this.running.includes(req)) {
         this.running.push(req);
@@ -315,7 +356,12 @@ export class Scheduler {
   private schedulePrefill(): ScheduleBatch | null {
     if (this.waiting.length === 0 && !this.chunkedReq) return null;
     const P = this.cfg.pageSize;
-    let mixedDecodes: Req[] = this.cfg.enableMixedChunk ? [...this.running] : [];
+    const chunked = this.chunkedReq;
+    // Requests under suspicion (Req.isolate) run alone: a suspect's prefill takes the whole step, and nothing mixes
+    // with a suspect's decode. The chunk in progress finishes first.
+    const suspect = chunked ? null : this.waiting.find((r) => r.isolate) ?? null;
+    const alone = suspect !== null || chunked?.isolate === true;
+    let mixedDecodes: Req[] = this.cfg.enableMixedChunk && !alone && !this.running.some((r) => r.isolate) ? [...this.running] : [];
     const budget = new PrefillAdder(
       this.mem.availableWithEvictable(),
       this.running,
@@ -327,7 +373,6 @@ export class Scheduler {
     );
     const plan: { req: Req; n: number }[] = [];
     let cached = 0;
-    const chunked = this.chunkedReq;
     if (chunked) {
       const remaining = chunked.seqLen - chunked.kvCommittedLen;
       const n = budget.chunkedReqTokens(remaining);
@@ -338,7 +383,8 @@ export class Scheduler {
     }
     sortWaitingQueue(this.waiting, this.cfg.schedulePolicy, this.mem.cache);
     let numAdmitted = 0;
-    for (const req of [...this.waiting]) {
+    const candidates = suspect ? [suspect] : chunked?.isolate ? [] : this.waiting.filter((r) => !r.isolate);
+    for (const req of candidates) {
       if (chunked && plan.length === 1 && plan[0].n < chunked.seqLen - chunked.kvCommittedLen) break;
       if (this.running.length + numAdmitted + (chunked ? 1 : 0) >= this.cfg.maxRunningRequests) break;
       if (this.mem.reqToTokenPool.availableSize() === 0) break;
@@ -443,6 +489,75 @@ export class Scheduler {
       req.inputTopLogprobs = null;
     }
     this.waiting.push(req);
+  }
+
+  /**
+   * Recovery after a step threw (SGLang would crash the scheduler process; here one bad request must not take the
+   * others down, nor hang). The KV allocated for the step is released with the requests it belongs to:
+   * - the failure happened before a batch was chosen (scheduling itself failed): every request fails;
+   * - the batch had one request, or a request already was in MAX_FAILED_STEPS failed batches: it fails;
+   * - otherwise the failure cannot be pinned on one request: each is put back in the waiting queue (its generated
+   *   tokens kept, as a retraction) and marked Req.isolate, so it is re-run alone and a failure that recurs is then
+   *   its own. Requests outside the batch are untouched.
+   * A failed request finishes with an abort: status 400 and the error's message when the error is an invalid
+   * request (e.g. an id the model cannot embed), else 500.
+   */
+  private recoverFromFailedStep(error: Error, outputs: ReqTokenOutput[]): StepResult {
+    const batch = this.stepReqs;
+    const invalid = error instanceof TsglangError && error.kind === 'invalid_request';
+    const reason: FinishReasonData = invalid
+      ? { type: 'abort', message: error.message, statusCode: 400 }
+      : { type: 'abort', message: `The engine failed to run this request: ${error.name}: ${error.message}`, statusCode: 500 };
+    const failedRids: string[] = [];
+    const retriedRids: string[] = [];
+    const involved = batch ? batch.filter((r) => this.live.get(r.rid) === r) : [...this.live.values()];
+    for (const req of involved) {
+      req.numFailedSteps++;
+      if (req.isFinished) {
+        // It reached its end (stop / length) before the failure: deliver that, without caching its KV.
+        this.dropReq(req);
+        outputs.push(req.takeOutput());
+      } else if (batch === null || involved.length === 1 || req.numFailedSteps >= MAX_FAILED_STEPS) {
+        this.dropReq(req);
+        req.finishReason = reason;
+        outputs.push(req.takeOutput());
+        failedRids.push(req.rid);
+      } else {
+        this.dropReq(req);
+        req.isolate = true;
+        if (!req.inputLogprobsSent) {
+          // recomputed on re-admission, as after a retraction
+          req.inputTokenLogprobs = null;
+          req.inputTopLogprobs = null;
+        }
+        this.waiting.push(req);
+        this.live.set(req.rid, req);
+        retriedRids.push(req.rid);
+      }
+    }
+    return { stats: null, outputs, failure: { error, failedRids, retriedRids } };
+  }
+
+  /** Takes `req` out of every queue and frees its KV without caching it (also what a failed step allocated). */
+  private dropReq(req: Req): void {
+    const wi = this.waiting.indexOf(req);
+    if (wi >= 0) this.waiting.splice(wi, 1);
+    const ri = this.running.indexOf(req);
+    if (ri >= 0) this.running.splice(ri, 1);
+    if (this.chunkedReq === req) this.chunkedReq = null;
+    this.live.delete(req.rid);
+    try {
+      this.mem.releaseRetracted(req);
+    } catch {
+      // The failure left this request's KV bookkeeping inconsistent: its pages stay allocated (leaked) rather than
+      // risk freeing pages another request uses; the request itself is still finished or retried.
+      req.reqPoolIdx = -1;
+      req.kvCommittedLen = 0;
+      req.kvAllocatedLen = 0;
+      req.cacheProtectedLen = 0;
+      req.lastNode = null;
+    }
+    req.isChunked = false;
   }
 
   /** Live counters (for EngineLoad). */
