@@ -215,6 +215,20 @@ test('KV pool sized from memory commits storage only for the pages used', NEEDS_
   await e.shutdown();
 });
 
+test('an input id ≥ the model\'s vocabulary is refused up front with SGLang\'s message; a running request is undisturbed', NEEDS_SHARED, async () => {
+  const e = await makeEngine();
+  let refused: Promise<unknown> | null = null;
+  const ok = await gen(e, 'ok', P45.tokens, 16, true, () => {
+    refused = collect(e.generate({ rid: 'oov', inputIds: [1, 600, 2], samplingParams: { maxNewTokens: 2 } })).then(() => null, (err: unknown) => err);
+  });
+  const err = (await refused!) as Error;
+  assert.equal(err?.name, 'InvalidRequestError');
+  assert.equal(err.message, 'The input_ids [1, 600, 2] contains values greater than the vocab size (512).');
+  assert.deepEqual(ok.ids, P45.greedy.tokens);
+  assert.deepEqual(ok.last.finishReason, { type: 'length', length: 16 });
+  await e.shutdown();
+});
+
 test('a step that throws fails only the request it is pinned on, with an error its client receives; the running request finishes unchanged', { timeout: 60_000 }, async () => {
   const { FakeModel } = await import('../src/scheduler/fake_model.case.js');
   const POISON = 63;

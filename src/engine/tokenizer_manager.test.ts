@@ -65,8 +65,8 @@ test('top_logprobs_num must be an integer in [0, vocab size], even without retur
   assert.equal((await prepare(strict, { text: 'hi', topLogprobsNum: 5 })).choices[0].req.topLogprobsNum, 0);
 });
 
-test('input_ids: negative, fractional and out-of-vocabulary ids are refused, naming the field and the range', async () => {
-  for (const bad of [-1, 1.5, 129280]) {
+test('input_ids: negative and fractional ids are refused naming the field and the range; ids ≥ vocab size with SGLang\'s message', async () => {
+  for (const bad of [-1, 1.5]) {
     await assert.rejects(() => prepare(strict, { inputIds: [1, bad] }), (err: unknown) => {
       assert.ok(err instanceof InvalidRequestError);
       assert.equal(err.message, `input_ids must be integers in [0, 129279], got ${bad}.`);
@@ -74,4 +74,22 @@ test('input_ids: negative, fractional and out-of-vocabulary ids are refused, nam
       return true;
     });
   }
+  // tokenizer_manager.py _validate_input_ids_in_vocab (a ValueError: 400)
+  await assert.rejects(() => prepare(strict, { inputIds: [1, 129280, 7] }), (err: unknown) => {
+    assert.ok(err instanceof InvalidRequestError);
+    assert.equal(err.message, 'The input_ids [1, 129280, 7] contains values greater than the vocab size (129280).');
+    return true;
+  });
+  assert.deepEqual((await prepare(strict, { inputIds: [0, 129279] })).inputIds, [0, 129279]);
+});
+
+test('a text whose tokenizer ids exceed the model\'s vocabulary (--tokenizer-path with a larger vocabulary) is refused before any forward', async () => {
+  const small = new TokenizerManager(tok, { ...INFO, vocabSize: 512 }, false, 0);
+  const ids = tok.encode('hello');
+  assert.ok(ids.some((id) => id >= 512), `${ids}`);
+  await assert.rejects(() => prepare(small, { text: 'hello' }), (err: unknown) => {
+    assert.ok(err instanceof InvalidRequestError);
+    assert.equal(err.message, `The input_ids [${ids.join(', ')}] contains values greater than the vocab size (512).`);
+    return true;
+  });
 });

@@ -4,7 +4,7 @@
 // over-length pre-check (Tokenizer.minTokenCount) runs on this thread.
 import { ContextLengthExceededError, InvalidRequestError } from '../common/index.js';
 import { normalizeSamplingParams, type SamplingParams } from '../sampling/index.js';
-import type { TokenizedReq } from '../scheduler/index.js';
+import { validateInputIdsInVocab, type TokenizedReq } from '../scheduler/index.js';
 import type { Tokenizer } from '../tokenizer/index.js';
 import { InlineEncoder, type AsyncEncoder } from './async_encoder.js';
 import type { DetokOptions } from './messages.js';
@@ -44,8 +44,9 @@ export class TokenizerManager {
    * text that provably cannot fit the context is refused before it is tokenized (see tokenizeText).
    * @param nowMs the request's arrival time (performance.now() ms)
    * @param signal aborts the tokenization (the client left)
-   * @throws (rejects with) InvalidRequestError for bad fields (named: input_ids out of the vocabulary,
-   *   top_logprobs_num outside [0, vocabSize], sampling params) and for a text the encoder could not tokenize within
+   * @throws (rejects with) InvalidRequestError for bad fields (named: negative or fractional input_ids,
+   *   top_logprobs_num outside [0, vocabSize], sampling params; prompt ids ≥ vocabSize, from input_ids or from the
+   *   tokenizer, with SGLang's `_validate_input_ids_in_vocab` message) and for a text the encoder could not tokenize within
    *   its limits, ContextLengthExceededError for over-long requests, RequestAbortedError when `signal` aborts first
    */
   async prepare(req: GenerateRequest, nowMs: number, signal?: AbortSignal): Promise<PreparedRequest> {
@@ -65,8 +66,9 @@ export class TokenizerManager {
       inputIds = await this.tokenizeText(this.tokenizer, this.encoder, req, signal);
     } else {
       inputIds = [...req.inputIds!];
+      // (ids ≥ the vocabulary size are refused below, after the length checks, with SGLang's message)
       for (const id of inputIds) {
-        if (!Number.isInteger(id) || id < 0 || id >= this.info.vocabSize) {
+        if (!Number.isInteger(id) || id < 0) {
           throw new InvalidRequestError(`input_ids must be integers in [0, ${this.info.vocabSize - 1}], got ${String(id)}.`, 'input_ids');
         }
       }
@@ -99,6 +101,9 @@ export class TokenizerManager {
       }
       inputIds = inputIds.slice(0, this.info.maxReqInputLen);
     }
+    // Ids the model cannot embed: given as input_ids, or produced by a tokenizer whose vocabulary is larger than the
+    // model's (--tokenizer-path); checked here so that such a request never reaches a forward.
+    validateInputIdsInVocab(inputIds, vocabSize);
     const params: SamplingParams = maxNew === params0.maxNewTokens ? params0 : { ...params0, maxNewTokens: maxNew };
     const returnLogprob = req.returnLogprob ?? false;
     const logprobStartLen = returnLogprob ? req.logprobStartLen ?? -1 : -1;

@@ -411,3 +411,14 @@ test('a failure while scheduling (before a batch exists) fails every request ins
   assert.equal(s.hasWork, false);
   assertAllFreeAfterFlush(s);
 });
+
+test('addRequest refuses ids outside the vocabulary (SGLang message for ids ≥ vocab size)', () => {
+  const s = makeScheduler();
+  assert.throws(() => add(s, 'big', [1, 2, V]), (err: unknown) => {
+    assert.ok(err instanceof InvalidRequestError);
+    assert.equal(err.message, `The input_ids [1, 2, ${V}] contains values greater than the vocab size (${V}).`);
+    return true;
+  });
+  assert.throws(() => add(s, 'neg', [1, -1]), /^InvalidRequestError: input_ids must be integers in \[0, 63\], got -1\.$/);
+  assert.equal(s.hasWork, false);
+});

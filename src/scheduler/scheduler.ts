@@ -11,7 +11,7 @@
 //   sender; a decode-only loop admits prebuilt requests through CacheManager.admit + allocTokens and never prefills.
 // - TP/DP ranks: ModelRunner is the only thing that touches the model; a TP runner fans the same ForwardBatch out to
 //   worker threads and reduces, the scheduler is unchanged; DP runs one Scheduler per rank.
-import { assert, InvalidRequestError, TsglangError } from '../common/index.js';
+import { assert, InvalidRequestError, pyListRepr, TsglangError } from '../common/index.js';
 import type { ForwardMode } from '../layers/index.js';
 import type { ModelRunner } from '../executor/index.js';
 import type { MatchResult } from '../mem_cache/index.js';
@@ -88,6 +88,19 @@ export interface StepResult {
   readonly failure?: StepFailure;
 }
 
+/**
+ * SGLang's check that a prompt's ids lie inside the model's vocabulary (tokenizer_manager.py
+ * `_validate_input_ids_in_vocab`, same message; the list is printed as Python prints it).
+ * @throws InvalidRequestError when an id is ≥ vocabSize
+ */
+export function validateInputIdsInVocab(ids: readonly number[], vocabSize: number): void {
+  for (const id of ids) {
+    if (id >= vocabSize) {
+      throw new InvalidRequestError(`The input_ids ${pyListRepr(ids)} contains values greater than the vocab size (${vocabSize}).`, null);
+    }
+  }
+}
+
 const RETRACT_DECODE_STEPS = 20;
 const MAX_NEW_TOKENS_UNSET = 1 << 30;
 /** A request that was part of this many failed steps is failed even when the failure could not be pinned on it. */
@@ -150,11 +163,15 @@ export class Scheduler {
 
   /**
    * Queues a tokenized request. max_new_tokens is clamped to max_req_len − input − 1 (SGLang).
-   * @throws InvalidRequestError for an empty or over-long prompt, or a duplicate rid
+   * @throws InvalidRequestError for an empty or over-long prompt, an id outside the vocabulary, or a duplicate rid
    */
   addRequest(t: TokenizedReq): void {
     const inLen = t.inputIds.length;
     if (inLen === 0) throw new InvalidRequestError('The input is empty.', 'input_ids');
+    for (const id of t.inputIds) {
+      if (!Number.isInteger(id) || id < 0) throw new InvalidRequestError(`input_ids must be integers in [0, ${this.runner.vocabSize - 1}], got ${String(id)}.`, 'input_ids');
+    }
+    validateInputIdsInVocab(t.inputIds, this.runner.vocabSize);
     if (inLen > this.maxReqInputLen) {
       throw new InvalidRequestError(
         `Input length (${inLen} tokens) exceeds the maximum allowed length (${this.maxReqInputLen} tokens). Use a shorter input or enable --allow-auto-truncate.`,
