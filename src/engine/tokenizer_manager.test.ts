@@ -93,3 +93,25 @@ test('a text whose tokenizer ids exceed the model\'s vocabulary (--tokenizer-pat
     return true;
   });
 });
+
+test('--skip-tokenizer-init: text, stop strings and min_new_tokens are refused with SGLang\'s messages (values in Python repr)', async () => {
+  const noTok = new TokenizerManager(null, INFO, false, 0);
+  await assert.rejects(() => prepare(noTok, { text: 'hi' }), (err: unknown) => {
+    assert.ok(err instanceof InvalidRequestError);
+    assert.equal(err.message, 'The engine initialized with skip_tokenizer_init=True cannot accept text prompts. Please provide input_ids or re-initialize the engine with skip_tokenizer_init=False.');
+    return true;
+  });
+  await assert.rejects(
+    () => noTok.prepare({ rid: 'r', inputIds: [1, 2], samplingParams: { maxNewTokens: 1, stop: ['x', "it's"] } }, 0),
+    { message: `stop=['x', "it's"] is unavailable when skip_tokenizer_init=True (requires tokenizer to decode tokens to text for matching).` },
+  );
+  await assert.rejects(
+    () => noTok.prepare({ rid: 'r', inputIds: [1, 2], samplingParams: { maxNewTokens: 4, stop: 'x' } }, 0),
+    { message: `stop=['x'] is unavailable when skip_tokenizer_init=True (requires tokenizer to decode tokens to text for matching).` },
+  );
+  await assert.rejects(
+    () => noTok.prepare({ rid: 'r', inputIds: [1, 2], samplingParams: { maxNewTokens: 4, minNewTokens: 2 } }, 0),
+    { message: 'min_new_tokens=2 is unavailable when skip_tokenizer_init=True (requires tokenizer for eos_token_id).' },
+  );
+  assert.deepEqual((await noTok.prepare({ rid: 'r', inputIds: [1, 2], samplingParams: { maxNewTokens: 4 } }, 0)).inputIds, [1, 2]);
+});

@@ -2,7 +2,7 @@
 // AsyncEncoder: the tokenizer worker thread when serving), validates (context length, sampling params, logprob
 // options), fans n > 1 out into per-choice requests. No model math; of the tokenizer, only the linear-time
 // over-length pre-check (Tokenizer.minTokenCount) runs on this thread.
-import { ContextLengthExceededError, InvalidRequestError } from '../common/index.js';
+import { ContextLengthExceededError, InvalidRequestError, pyListRepr } from '../common/index.js';
 import { normalizeSamplingParams, type SamplingParams } from '../sampling/index.js';
 import { validateInputIdsInVocab, type TokenizedReq } from '../scheduler/index.js';
 import type { Tokenizer } from '../tokenizer/index.js';
@@ -62,7 +62,12 @@ export class TokenizerManager {
     }
     let inputIds: number[];
     if (hasText) {
-      if (!this.tokenizer || !this.encoder) throw new InvalidRequestError('text input requires a tokenizer (the server runs with --skip-tokenizer-init).', 'text');
+      if (!this.tokenizer || !this.encoder) {
+        throw new InvalidRequestError(
+          'The engine initialized with skip_tokenizer_init=True cannot accept text prompts. Please provide input_ids or re-initialize the engine with skip_tokenizer_init=False.',
+          'text',
+        );
+      }
       inputIds = await this.tokenizeText(this.tokenizer, this.encoder, req, signal);
     } else {
       inputIds = [...req.inputIds!];
@@ -75,8 +80,12 @@ export class TokenizerManager {
     }
     if (inputIds.length === 0) throw new InvalidRequestError('The input is empty.', hasText ? 'text' : 'input_ids');
     const params0 = normalizeSamplingParams(req.samplingParams, this.info.vocabSize);
+    // SGLang sampling_params.py raise_if_tokenizer_required (the values in Python's repr)
     if (!this.tokenizer && params0.stopStrs.length > 0) {
-      throw new InvalidRequestError(`stop=${JSON.stringify(params0.stopStrs)} is unavailable when skip_tokenizer_init=True (requires tokenizer to decode tokens to text for matching).`, 'stop');
+      throw new InvalidRequestError(`stop=${pyListRepr(params0.stopStrs)} is unavailable when skip_tokenizer_init=True (requires tokenizer to decode tokens to text for matching).`, 'stop');
+    }
+    if (!this.tokenizer && params0.minNewTokens > 0) {
+      throw new InvalidRequestError(`min_new_tokens=${params0.minNewTokens} is unavailable when skip_tokenizer_init=True (requires tokenizer for eos_token_id).`, 'min_new_tokens');
     }
     const ctx = this.info.contextLength;
     let maxNew = params0.maxNewTokens;
