@@ -80,9 +80,12 @@ export interface GenerateMetaInfo {
   e2e_latency?: number;
 }
 
-/** One /generate response object (or one streaming event, with cumulative text and output_ids). */
+/**
+ * One /generate response object (or one streaming event, with cumulative text and output_ids). Without a tokenizer
+ * (--skip-tokenizer-init) there is no `text` (SGLang's BatchTokenIDOutput path: output_ids and meta_info only).
+ */
 export interface GenerateResponse {
-  text: string;
+  text?: string;
   output_ids: number[];
   meta_info: GenerateMetaInfo;
 }

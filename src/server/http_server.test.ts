@@ -437,3 +437,32 @@ test('a client that disconnects aborts its request', async () => {
   assert.ok(engine.aborted.includes('gone-1'));
   assert.equal((await fetch(`${base}/health`)).status, 200);
 });
+
+test('--skip-tokenizer-init: /generate answers carry output_ids and meta_info only, no "text" (SGLang BatchTokenIDOutput), streaming too', async () => {
+  const { args } = parseServerArgs(['--skip-tokenizer-init']);
+  const s = new HttpServer({
+    engine, tokenizer: null, config: httpServerSlice(args, 'm'), chatPrompt: null, chatOutput: PLAIN_CHAT_OUTPUT,
+    modelFacts: { modelType: 'fake', architectures: ['FakeForCausalLM'] }, serverArgs: { port: 0 }, metrics: null,
+    logger: SILENT_LOGGER, version: '0.0.0-test',
+  });
+  const b = `http://127.0.0.1:${await s.listen('127.0.0.1', 0)}`;
+  s.setReady(true);
+  try {
+    const ids3 = tok.encode(CONTINUATION, { addSpecialTokens: false }).slice(0, 3);
+    const gen = (body: unknown) => fetch(`${b}/generate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const r = await json(gen({ input_ids: [0, 100, 200], sampling_params: { max_new_tokens: 3 } }));
+    assert.deepEqual(Object.keys(r), ['output_ids', 'meta_info']);
+    assert.deepEqual(r.output_ids, ids3);
+    assert.deepEqual(r.meta_info.finish_reason, { type: 'length', length: 3 });
+    const batch = await json(gen({ input_ids: [[0, 1], [2, 3]], sampling_params: { max_new_tokens: 1 } }));
+    assert.deepEqual(batch.map((o: object) => Object.keys(o)), [['output_ids', 'meta_info'], ['output_ids', 'meta_info']]);
+    const res = await gen({ input_ids: [0, 100], sampling_params: { max_new_tokens: 3 }, stream: true });
+    const events: Record<string, unknown>[] = [];
+    for await (const data of iterateSseData(res.body as AsyncIterable<Uint8Array>)) events.push(JSON.parse(data));
+    assert.equal(events.length, 3);
+    assert.deepEqual(events.map((e) => Object.keys(e)), Array(3).fill(['output_ids', 'meta_info']));
+    assert.deepEqual(events[2].output_ids, ids3);
+  } finally {
+    await s.close();
+  }
+});

@@ -149,8 +149,9 @@ export async function handleGenerate(deps: ServerDeps, ex: Exchange, body: unkno
     if (id === undefined) { id = newRid(); sampleIds.set(keyOf(c), id); }
     return id;
   };
+  const withText = !deps.config.skipTokenizerInit; // SGLang: token-id outputs carry no "text"
   const response = (c: ChoiceResult & { batchIdx: number }): GenerateResponse => ({
-    text: c.text, output_ids: c.outputIds, meta_info: metaInfo(deps, c, idOf(c), logprob),
+    ...(withText ? { text: c.text } : {}), output_ids: c.outputIds, meta_info: metaInfo(deps, c, idOf(c), logprob),
   });
   if (req.stream !== true) {
     try {
