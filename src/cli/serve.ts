@@ -11,7 +11,7 @@ import {
   dsaDenseThresholdNotice, engineSlice, httpServerSlice, parseServerArgs, readServerEnv, servedModelName, serverArgsHelp, validateServerArgs,
 } from '../config/index.js';
 import type { ServerArgs } from '../config/index.js';
-import { Engine } from '../engine/index.js';
+import { Engine, type EngineApi, type GenerateOutput, type GenerateRequest } from '../engine/index.js';
 import { REASONING_PARSER_NAMES, TOOL_CALL_PARSER_NAMES } from '../parsers/index.js';
 import { BuilderChatPrompt, HttpServer, ParserChatOutput, PLAIN_CHAT_OUTPUT, ServerMetrics } from '../server/index.js';
 import { ChatPromptBuilder } from '../tokenizer/index.js';
@@ -128,10 +128,15 @@ export async function run(argv: string[]): Promise<number> {
     logger.info(`Started server process [${process.pid}]`);
     logger.info(`Uvicorn running on http://${args.host}:${port} (Press CTRL+C to quit)`);
 
-    // 4. warmup (SGLang's _wait_and_warmup): one greedy 8-token request
+    // 4. warmup (SGLang's _wait_and_warmup): one greedy 8-token request; if it fails the server does not start
     if (!args.skipServerWarmup) {
-      const it = engine.generate({ rid: 'WARMUP', text: 'The capital city of France is', samplingParams: { maxNewTokens: 8, temperature: 0 } });
-      for await (const _ of it) { /* drain */ }
+      try {
+        await runWarmup(engine, args.skipTokenizerInit);
+      } catch (e) {
+        logger.error(`Initialization failed. warmup error: ${String(e)}`);
+        await teardown(engine, server, logger);
+        return 1;
+      }
     }
     // 5. run until SIGINT / SIGTERM
     await new Promise<void>((resolve) => {
@@ -160,6 +165,30 @@ export async function run(argv: string[]): Promise<number> {
     process.off('SIGINT', onSigint);
     process.off('SIGTERM', onSigterm);
   }
+}
+
+/**
+ * SGLang's warmup request (http_server.py `_execute_server_warmup`): greedy, 8 new tokens, on the text "The capital
+ * city of France is", or on input_ids [10, 11, 12] when the server has no tokenizer (--skip-tokenizer-init).
+ */
+export function warmupRequest(skipTokenizerInit: boolean): GenerateRequest {
+  const samplingParams = { maxNewTokens: 8, temperature: 0 };
+  return skipTokenizerInit
+    ? { rid: 'WARMUP', inputIds: [10, 11, 12], samplingParams }
+    : { rid: 'WARMUP', text: 'The capital city of France is', samplingParams };
+}
+
+/**
+ * Runs the warmup request to its end. SGLang requires a 200 answer and kills the server otherwise; here a rejected
+ * request or one that ends with an abort throws, and `tsglang serve` exits 1.
+ * @throws Error saying why the warmup failed
+ */
+export async function runWarmup(engine: EngineApi, skipTokenizerInit: boolean): Promise<void> {
+  let last: GenerateOutput | null = null;
+  for await (const o of engine.generate(warmupRequest(skipTokenizerInit))) last = o;
+  const f = last?.finishReason ?? null;
+  if (f === null) throw new Error('the warmup request ended without a finish reason');
+  if (f.type === 'abort') throw new Error(`the warmup request was aborted (status ${f.statusCode ?? 500}): ${f.message}`);
 }
 
 /** Milliseconds teardown waits for the HTTP server and the engine worker before giving up on them. */

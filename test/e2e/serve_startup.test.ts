@@ -7,7 +7,7 @@ import { createServer, type Server } from 'node:net';
 import { mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { TSGLANG_BIN } from '../helpers/paths.js';
+import { FIXTURES_DIR, NEEDS_SHARED, REPO_ROOT, TSGLANG_BIN } from '../helpers/paths.js';
 
 const HOME = join(tmpdir(), 'tsglang-e2e-home');
 /** Watchdog: a child still alive after this is killed and the test fails (it used to hang forever). */
@@ -15,10 +15,13 @@ const WATCHDOG_MS = 180_000;
 
 interface Exit { code: number | null; signal: NodeJS.Signals | null; stderr: string; killedByWatchdog: boolean }
 
-/** Runs `tsglang serve ARGS`; `onReady` (if given) is called once the ready line is printed. */
-function serve(args: string[], onReady?: (kill: (sig: NodeJS.Signals) => void) => void): Promise<Exit> {
+/**
+ * Runs `tsglang serve ARGS` (with --skip-server-warmup unless `warmup`); `onReady` (if given) is called once the ready
+ * line is printed.
+ */
+function serve(args: string[], onReady?: (kill: (sig: NodeJS.Signals) => void) => void, warmup = false): Promise<Exit> {
   mkdirSync(HOME, { recursive: true });
-  const child = spawn(process.execPath, [TSGLANG_BIN, 'serve', '--num-threads', '1', '--skip-server-warmup', ...args], {
+  const child = spawn(process.execPath, [TSGLANG_BIN, 'serve', '--num-threads', '1', ...(warmup ? [] : ['--skip-server-warmup']), ...args], {
     env: { ...process.env, HOME, TSGLANG_CACHE_DIR: join(HOME, '.cache', 'tsglang') },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
@@ -82,4 +85,27 @@ test('serve refuses a --context-length longer than the model\'s (SGLang ModelCon
   assert.match(r.stderr, /User-specified context_length \(999999999\) is greater than the derived context_length \(\d+\)\./);
   assert.match(r.stderr, /set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1/);
   assert.doesNotMatch(r.stderr, /ready to roll/);
+});
+
+const TINY_MINIMAX = join(FIXTURES_DIR, 'tiny-minimax-m2');
+/** A tokenizer whose vocabulary (DeepSeek-V3's, 129280) is larger than the fixture model's (512). */
+const BIG_VOCAB_TOKENIZER = join(REPO_ROOT, 'node_modules', '@lenml', 'tokenizer-deepseek_v3', 'models');
+
+test('a warmup that fails (its prompt tokenizes outside the model\'s vocabulary) stops start-up: exit 1, SGLang\'s log line, never ready', { ...NEEDS_SHARED, timeout: WATCHDOG_MS + 30_000 }, async () => {
+  const r = await serve(['--host', '127.0.0.1', '--port', '0', '--model-path', TINY_MINIMAX, '--tokenizer-path', BIG_VOCAB_TOKENIZER, '--max-total-tokens', '4096'], undefined, true);
+  assert.equal(r.killedByWatchdog, false, `still running after the watchdog:\n${r.stderr}`);
+  assert.equal(r.code, 1, r.stderr);
+  assert.match(r.stderr, /ERROR Initialization failed\. warmup error: InvalidRequestError: The input_ids \[[\d, ]+\] contains values greater than the vocab size \(512\)\./);
+  assert.doesNotMatch(r.stderr, /ready to roll/);
+});
+
+test('--skip-tokenizer-init with the warmup: it runs on input_ids [10, 11, 12] and the server comes up', { ...NEEDS_SHARED, timeout: WATCHDOG_MS + 30_000 }, async () => {
+  let sent = false;
+  const r = await serve(['--host', '127.0.0.1', '--port', '0', '--model-path', TINY_MINIMAX, '--skip-tokenizer-init', '--max-total-tokens', '4096'], (kill) => { sent = true; kill('SIGTERM'); }, true);
+  assert.ok(sent, `never became ready:\n${r.stderr}`);
+  assert.equal(r.code, 0, r.stderr);
+  const ready = r.stderr.indexOf('ready to roll');
+  // the warmup's prefill (3 prompt tokens) ran before the server declared itself ready
+  assert.match(r.stderr.slice(0, ready), /Prefill batch\. #new-seq: 1, #new-token: 3, #cached-token: 0,/);
+  assert.doesNotMatch(r.stderr, /Initialization failed/);
 });
