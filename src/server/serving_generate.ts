@@ -134,6 +134,15 @@ export async function handleGenerate(deps: ServerDeps, ex: Exchange, body: unkno
     first = await iter.next();
   } catch (err) {
     const e = toGenerateHttpError(err);
+    if (req.stream === true && e.status === 400) {
+      // SGLang's stream_results: the StreamingResponse has already started (200 text/event-stream) when the
+      // tokenizer manager raises its ValueError, so the error is one event followed by [DONE]
+      ex.startSse();
+      ex.writeSse(encodeSseError((e.body as { error: { message: string } }).error.message));
+      ex.writeSse(SSE_DONE);
+      ex.end();
+      return;
+    }
     ex.sendJson(e.status, e.body);
     return;
   }

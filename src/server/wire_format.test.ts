@@ -301,3 +301,24 @@ test('errors: param is null as SGLang\'s create_error_response leaves it; comple
     assert.equal(s.at(-2), 'data: {"error": {"object": "error", "message": "Request waiting timeout reached. \\u00e9", "type": "BadRequestError", "param": null, "code": 503}}', path);
   }
 });
+
+test('/generate, streaming: an engine-side validation error is 200 text/event-stream, one orjson error event, then [DONE] (SGLang stream_results)', async () => {
+  engine.script = [HELLO];
+  engine.error = new InvalidRequestError('The input_ids [999999] contains values greater than the vocab size (129280).', null);
+  try {
+    const r = await post(`${base}/generate`, { input_ids: [999999], stream: true });
+    assert.equal(r.status, 200);
+    assert.equal(r.headers.get('content-type'), 'text/event-stream; charset=utf-8');
+    assert.equal(await r.text(), 'data: {"error":{"message":"The input_ids [999999] contains values greater than the vocab size (129280)."}}\n\ndata: [DONE]\n\n');
+    // not streamed: SGLang's _create_error_response, 400 {"error": {"message"}}
+    const ns = await post(`${base}/generate`, { input_ids: [999999] });
+    assert.equal(ns.status, 400);
+    assert.equal(await ns.text(), '{"error":{"message":"The input_ids [999999] contains values greater than the vocab size (129280)."}}');
+  } finally {
+    engine.error = null;
+  }
+  // checks of the handler itself (SGLang: GenerateReqInput.normalize_batch_and_arguments, inside the stream) too
+  const both = await post(`${base}/generate`, { text: 'a', input_ids: [1], stream: true });
+  assert.equal(both.status, 200);
+  assert.equal(await both.text(), 'data: {"error":{"message":"Only one of text, input_ids, and input_embeds should be provided."}}\n\ndata: [DONE]\n\n');
+});
