@@ -104,8 +104,8 @@ export function modelNotFoundError(model: string): HttpError {
 }
 
 /**
- * The status for an engine finish reason of type abort: its statusCode (400 validation, 503 queue timeout, 500
- * transfer failure), else 500 (client aborts never reach a response).
+ * The error response for an engine finish reason of type abort that carries a statusCode (400 validation, 503 queue
+ * timeout, 500 transfer failure); an abort without one (/abort_request) is a normal finish and never comes here.
  * @param nativeApi true for /generate (body `{"error": {"message"}}`), false for the OpenAI routes (ErrorResponse)
  */
 export function abortHttpError(message: string, statusCode: number | undefined, nativeApi = false): HttpError {

@@ -114,9 +114,11 @@ export async function handleChatCompletion(deps: ServerDeps, ex: Exchange, body:
     ex.sendJson(e.status, e.body);
     return;
   }
-  const aborted = choices.find((c) => c.finishReason?.type === 'abort');
+  // SGLang's _handle_abort_finish_reason: an abort with a status code (400 validation, 503 timeout, 500) is an error
+  // response; one without (/abort_request) is a normal finish, 200 with the partial output
+  if (ex.signal.aborted) return;
+  const aborted = choices.find((c) => c.finishReason?.type === 'abort' && c.finishReason.statusCode !== undefined);
   if (aborted && aborted.finishReason?.type === 'abort') {
-    if (ex.signal.aborted) return;
     const e = abortHttpError(aborted.finishReason.message, aborted.finishReason.statusCode);
     ex.sendJson(e.status, e.body);
     return;

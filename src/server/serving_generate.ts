@@ -175,9 +175,11 @@ export async function handleGenerate(deps: ServerDeps, ex: Exchange, body: unkno
       return;
     }
     const results = [...state.entries()].sort((a, b) => a[0] - b[0]).map(([, c]) => c);
-    const aborted = results.find((c) => c.finishReason?.type === 'abort');
+    // SGLang's _handle_abort_finish_reason: an abort with a status code (400 validation, 503 timeout, 500) is an error
+    // response; one without (/abort_request) is a normal finish, 200 with the partial output
+    if (ex.signal.aborted) return;
+    const aborted = results.find((c) => c.finishReason?.type === 'abort' && c.finishReason.statusCode !== undefined);
     if (aborted && aborted.finishReason?.type === 'abort') {
-      if (ex.signal.aborted) return;
       const e = abortHttpError(aborted.finishReason.message, aborted.finishReason.statusCode, true);
       ex.sendJson(e.status, e.body);
       return;

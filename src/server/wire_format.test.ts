@@ -322,3 +322,36 @@ test('/generate, streaming: an engine-side validation error is 200 text/event-st
   assert.equal(both.status, 200);
   assert.equal(await both.text(), 'data: {"error":{"message":"Only one of text, input_ids, and input_embeds should be provided."}}\n\ndata: [DONE]\n\n');
 });
+
+test('non-streaming, aborted by /abort_request (no status code): 200 with the partial output and finish_reason abort; with a status code: the error', async () => {
+  engine.script = [{ pieces: ['Hel', 'lo'], finish: { type: 'abort', message: 'Abort in running' } }];
+  const chat = await post(`${base}/v1/chat/completions`, { model: 'm', messages: [{ role: 'user', content: 'hi' }], rid: 'ab-1' });
+  assert.equal(chat.status, 200);
+  assert.equal(stable(await chat.text()), JSON.stringify({
+    id: 'ab-1', object: 'chat.completion', created: 0, model: 'm',
+    choices: [{ index: 0, message: { role: 'assistant', content: 'Hello', reasoning_content: null, tool_calls: null }, logprobs: null, finish_reason: 'abort', matched_stop: null }],
+    usage: usage(PROMPT_TOKENS, 2), metadata: { weight_version: 'default' },
+  }));
+  const comp = await post(`${base}/v1/completions`, { model: 'm', prompt: 'Say', rid: 'ab-2' });
+  assert.equal(comp.status, 200);
+  assert.equal(stable(await comp.text()), JSON.stringify({
+    id: 'ab-2', object: 'text_completion', created: 0, model: 'm',
+    choices: [{ index: 0, text: 'Hello', logprobs: null, finish_reason: 'abort', matched_stop: null }],
+    usage: usage(PROMPT_TOKENS, 2), metadata: { weight_version: 'default' },
+  }));
+  const gen = await post(`${base}/generate`, { text: 'hi', rid: 'ab-3' });
+  assert.equal(gen.status, 200);
+  assert.equal(await gen.text(), JSON.stringify({
+    text: 'Hello', output_ids: [1000, 1001],
+    meta_info: { id: 'ab-3', finish_reason: { type: 'abort', message: 'Abort in running' }, prompt_tokens: 7, weight_version: 'default', total_retractions: 0, completion_tokens: 2, cached_tokens: 0, e2e_latency: 0.25 },
+  }));
+  // an abort that carries a status code stays an error response
+  engine.script = [{ pieces: ['Hel'], finish: { type: 'abort', message: 'Request waiting timeout reached.', statusCode: 503 } }];
+  const t = await post(`${base}/v1/chat/completions`, { messages: [{ role: 'user', content: 'hi' }] });
+  assert.equal(t.status, 503);
+  assert.equal(await t.text(), error('Request waiting timeout reached.', 503).replace('BadRequestError', 'ServiceUnavailableError'));
+  engine.script = [{ pieces: ['Hel'], finish: { type: 'abort', message: 'bad input', statusCode: 400 } }];
+  const g = await post(`${base}/generate`, { text: 'hi' });
+  assert.equal(g.status, 400);
+  assert.equal(await g.text(), '{"error":{"message":"bad input"}}');
+});
