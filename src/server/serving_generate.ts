@@ -79,7 +79,7 @@ function metaInfo(deps: ServerDeps, c: ChoiceResult, id: string, logprob: { on: 
 
 /** Handles one /generate request. */
 export async function handleGenerate(deps: ServerDeps, ex: Exchange, body: unknown): Promise<void> {
-  const req = parseOrReply(ex, () => parseWire(GenerateReqInputSchema, body), toGenerateHttpError);
+  const req = parseOrReply(ex, () => parseWire(GenerateReqInputSchema, body));
   if (req === null) return;
   const logprob = { on: req.return_logprob === true, text: req.return_text_in_logprobs === true, top: (req.top_logprobs_num ?? 0) > 0 };
   let inputs: ({ text: string } | { inputIds: number[] })[];

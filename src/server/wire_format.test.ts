@@ -355,3 +355,24 @@ test('non-streaming, aborted by /abort_request (no status code): 200 with the pa
   assert.equal(g.status, 400);
   assert.equal(await g.text(), '{"error":{"message":"bad input"}}');
 });
+
+test('/generate schema errors: FastAPI\'s RequestValidationError body ("Bad Request"); the handler\'s own ValueErrors keep {"error": {"message"}}', async () => {
+  engine.script = [HELLO];
+  for (const [body, message] of [
+    [{ text: 5 }, '1 validation error: text: Invalid input'],
+    [{ text: 'hi', rid: 5 }, '1 validation error: rid: Invalid input'],
+    [{ text: 'hi', sampling_params: 'x' }, '1 validation error: sampling_params: Invalid input'],
+    [{ input_ids: [1.5] }, '1 validation error: input_ids.0: Invalid input: expected int, received number'],
+  ] as const) {
+    const r = await post(`${base}/generate`, body);
+    assert.equal(r.status, 400, JSON.stringify(body));
+    assert.equal(await r.text(), JSON.stringify({ object: 'error', message, type: 'Bad Request', param: null, code: 400 }));
+  }
+  // also streamed: a schema error is a 400 before any stream starts
+  const s = await post(`${base}/generate`, { text: 5, stream: true });
+  assert.equal(s.status, 400);
+  assert.equal(await s.text(), JSON.stringify({ object: 'error', message: '1 validation error: text: Invalid input', type: 'Bad Request', param: null, code: 400 }));
+  const none = await post(`${base}/generate`, { sampling_params: {} });
+  assert.equal(none.status, 400);
+  assert.equal(await none.text(), '{"error":{"message":"Either text, input_ids or input_embeds should be provided."}}');
+});
