@@ -90,3 +90,14 @@ export class InternalError extends TsglangError {
     this.name = 'InternalError';
   }
 }
+
+/**
+ * A collective or rank-to-rank fault: a peer rank or node that died, never joined, or did not answer within
+ * `--dist-timeout`. The message names the group, the ranks (and node / `--dist-init-addr` when known).
+ */
+export class DistributedError extends TsglangError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('internal', message, options);
+    this.name = 'DistributedError';
+  }
+}

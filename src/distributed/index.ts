@@ -1,2 +1,2 @@
 // Public surface of distributed/ (see ARCHITECTURE.md for what it may import).
-export {};
+export type { CommBuffer, Communicator } from './communicator.js';
