@@ -18,7 +18,9 @@
         "src/moe.cc",
         "src/mla_dsa.cc",
         "src/sampling.cc",
-        "src/huge_pages.cc"
+        "src/huge_pages.cc",
+        "src/shm_comm.cc",
+        "src/shm_comm_napi.cc"
       ],
       "cflags!": ["-fno-exceptions"],
       "cflags_cc!": ["-fno-exceptions", "-fno-rtti", "-std=gnu++17", "-std=gnu++20"],

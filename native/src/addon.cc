@@ -13,6 +13,11 @@
 #include "sampling.h"
 #include "thread_pool.h"
 
+namespace tsg {
+/** Registers the shared-memory collectives (shm_comm_napi.cc). */
+void registerShmComm(napi_env env, napi_value exports);
+}  // namespace tsg
+
 namespace {
 
 using tsg::ThreadPool;
@@ -609,6 +614,7 @@ napi_value init(napi_env env, napi_value exports) {
       {"allocWeightMemory", nullptr, allocWeightMemory, nullptr, nullptr, nullptr, napi_default, nullptr},
   };
   napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props);
+  tsg::registerShmComm(env, exports);
   return exports;
 }
 

@@ -2,3 +2,8 @@
 export type { CommBuffer, Communicator } from './communicator.js';
 export { createSabGroup, SabCommunicator, SAB_MAX_RANKS } from './sab_communicator.js';
 export type { SabGroupHandle, SabGroupOptions } from './sab_communicator.js';
+export { abortShmGroup, createShmGroup, ShmCommunicator } from './shm_communicator.js';
+export type { ShmGroupHandle, ShmGroupOptions } from './shm_communicator.js';
+export { loadShmAddon } from './shm_addon.js';
+export { abortLocalGroup, createLocalGroup, openLocalCommunicator } from './local_group.js';
+export type { LocalGroupHandle, LocalGroupOptions, SabLocalGroupHandle } from './local_group.js';
