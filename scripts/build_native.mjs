@@ -4,6 +4,9 @@
 // exits 0, and tsglang then runs on the TypeScript reference kernels.
 //   env TSGLANG_SKIP_NATIVE=1    skip the build
 //   env TSGLANG_NO_OPENBLAS=1    build without OpenBLAS even if libopenblas-dev is installed
+//   env TSGLANG_WITHOUT_GLOO=1   skip the optional Gloo addon (native/gloo → dist_gloo.node, multi-node collectives)
+// The Gloo addon is a separate gyp project built after the compute addon, only when native/gloo/detect_gloo.cjs can
+// compile and link against libgloo (Debian libgloo-dev); its failure or absence only disables --nnodes > 1.
 import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { spawnSync } from 'node:child_process';
@@ -49,10 +52,27 @@ function main() {
   if (r.status === 0) r = spawnSync(process.execPath, [nodeGyp, 'build', '--jobs=2', ...common], opts);
   if (r.status === 0) {
     note(`built native/build/Release/tsglang_native.node in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    buildGloo(nodeGyp, nodeDir);
     return;
   }
   const tail = `${r.stderr ?? ''}`.split('\n').filter((l) => /error|ERR!/i.test(l)).slice(0, 3).join(' | ');
   note(`build failed (${r.error ? r.error.message : `exit ${r.status}`}${tail ? `: ${tail}` : ''}); using the TypeScript kernels`);
+}
+
+/** The optional Gloo addon (never fails the install). */
+function buildGloo(nodeGyp, nodeDir) {
+  const glooDir = join(nativeDir, 'gloo');
+  if (process.env.TSGLANG_WITHOUT_GLOO === '1') return note('Gloo addon skipped (TSGLANG_WITHOUT_GLOO=1): --nnodes > 1 unavailable');
+  const probe = spawnSync(process.execPath, [join(glooDir, 'detect_gloo.cjs')], { encoding: 'utf8', timeout: 180000 });
+  if (probe.stdout.trim() !== '1') return note('libgloo-dev not found (apt-get install libgloo-dev): dist_gloo.node not built, --nnodes > 1 unavailable');
+  const t0 = Date.now();
+  const common = [`--directory=${glooDir}`, `--nodedir=${nodeDir}`, ...(verbose ? ['--loglevel=warn'] : [])];
+  const opts = { cwd: glooDir, stdio: verbose ? 'inherit' : ['ignore', 'pipe', 'pipe'], timeout: 15 * 60 * 1000, encoding: 'utf8' };
+  let r = spawnSync(process.execPath, [nodeGyp, 'configure', ...common], opts);
+  if (r.status === 0) r = spawnSync(process.execPath, [nodeGyp, 'build', '--jobs=2', ...common], opts);
+  if (r.status === 0) return note(`built native/gloo/build/Release/dist_gloo.node in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  const tail = `${r.stderr ?? ''}`.split('\n').filter((l) => /error|ERR!/i.test(l)).slice(0, 3).join(' | ');
+  note(`Gloo addon build failed (${r.error ? r.error.message : `exit ${r.status}`}${tail ? `: ${tail}` : ''}); --nnodes > 1 unavailable`);
 }
 
 try {

@@ -3,3 +3,4 @@ export {};
 export * from './server_args.js';
 export * from './slices.js';
 export * from './model_config.js';
+export * from './dist_env.js';

@@ -4,6 +4,7 @@
 // bits as the plain-TypeScript SabCommunicator, which sums in the same order).
 import { availableParallelism } from 'node:os';
 import { DistributedError } from '../common/index.js';
+import { readDistEnv } from '../config/index.js';
 import type { CommBuffer, Communicator } from './communicator.js';
 import { loadShmAddon, SHM_ABORTED, SHM_MISMATCH, SHM_OK, SHM_TIMEOUT } from './shm_addon.js';
 import type { ShmAddon, ShmHandle } from './shm_addon.js';
@@ -90,8 +91,8 @@ export function abortShmGroup(handle: ShmGroupHandle, deadRank: number | null, r
 
 /** Busy-wait time before a waiting rank blocks: 50 µs when the ranks fit the cores, else 2 µs ($TSGLANG_SHM_SPIN_US). */
 function spinNs(size: number): number {
-  const env = Number(process.env.TSGLANG_SHM_SPIN_US);
-  if (Number.isFinite(env) && env >= 0) return Math.round(env * 1000);
+  const us = readDistEnv().shmSpinUs;
+  if (us !== null) return Math.round(us * 1000);
   return size <= availableParallelism() ? 50_000 : 2_000;
 }
 

@@ -2,13 +2,15 @@
 // workerData, runs one scenario and posts the results back. Inputs are a fixed function of (rank, index, salt), so
 // the test thread can compute the expected values itself.
 import { parentPort, workerData } from 'node:worker_threads';
-import { openLocalCommunicator } from '../../src/distributed/index.js';
-import type { Communicator, LocalGroupHandle } from '../../src/distributed/index.js';
+import { GlooCommunicator, openLocalCommunicator } from '../../src/distributed/index.js';
+import type { Communicator, GlooGroupSpec, LocalGroupHandle } from '../../src/distributed/index.js';
 import { inputValue } from './comm_inputs.js';
 
 /** What the test thread sends. */
 export interface RankJob {
-  readonly handle: LocalGroupHandle;
+  readonly handle: LocalGroupHandle | null;
+  /** When set, the rank joins this Gloo group instead of the in-process one. */
+  readonly gloo?: GlooGroupSpec;
   readonly rank: number;
   readonly scenario: 'collectives' | 'timeout' | 'die' | 'mismatch' | 'wait-abort' | 'loop';
   readonly sizes: readonly number[];
@@ -58,9 +60,9 @@ function runCollectives(comm: Communicator, sizes: readonly number[]): Record<st
 }
 
 const job = workerData as RankJob;
-const comm = openLocalCommunicator(job.handle, job.rank);
 const t0 = Date.now();
 try {
+  const comm = job.gloo ? new GlooCommunicator(job.gloo) : openLocalCommunicator(job.handle!, job.rank);
   if (job.scenario === 'collectives') {
     const results = runCollectives(comm, job.sizes);
     parentPort!.postMessage({ rank: job.rank, results });
