@@ -10,7 +10,10 @@
 import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { Worker } from 'node:worker_threads';
-import { createLocalGroup, loadShmAddon } from '../src/distributed/index.js';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { createLocalGroup, loadGlooAddon, loadShmAddon, TcpStoreServer } from '../src/distributed/index.js';
+import { createNetnsPair } from '../test/helpers/netns.js';
 import type { LocalGroupHandle } from '../src/distributed/index.js';
 import type { CommCase } from './comm_bench_worker.js';
 
@@ -71,4 +74,72 @@ try {
 } catch (err) {
   console.log(`sab (TypeScript, threads): skipped (${(err as Error).message})`);
 }
-void GLOO_CASES;
+/**
+ * Gloo between RANKS processes; `where(rank)` gives each rank's spawn prefix and bind address (the store runs here,
+ * on `storeHost`, reachable from every rank).
+ */
+async function glooRun(storeHost: string, where: (rank: number) => { prefix: string[]; bind: string }, storePort?: number): Promise<number[][]> {
+  const store = storePort === undefined ? await TcpStoreServer.listen(storeHost, 0) : null;
+  const port = store ? store.port : storePort!;
+  const script = fileURLToPath(new URL('./comm_gloo_rank.js', import.meta.url));
+  try {
+    const outs = await Promise.all(
+      Array.from({ length: RANKS }, (_, rank) => {
+        const { prefix, bind } = where(rank);
+        const spec = { name: 'bench', storeHost, storePort: port, prefix: 'bench/', rank, size: RANKS, bindHost: bind, timeoutMs: 60_000 };
+        const argv = [...prefix, process.execPath, script, JSON.stringify({ spec, cases: GLOO_CASES })];
+        return new Promise<string>((resolve, reject) => {
+          const p = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] });
+          let out = '';
+          p.stdout.on('data', (d) => (out += d));
+          p.once('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`rank ${rank} exited with ${code}`))));
+        });
+      }),
+    );
+    return JSON.parse(outs[0]) as number[][];
+  } finally {
+    await store?.close();
+  }
+}
+
+/** Gloo between two processes in two network namespaces joined by a veth pair; the store runs inside namespace 0. */
+async function glooNetns(ns: { addrs: readonly string[]; prefix(i: 0 | 1): string[] }): Promise<number[][]> {
+  const argv = [...ns.prefix(0), process.execPath, fileURLToPath(new URL('../test/helpers/store_proc.js', import.meta.url)), ns.addrs[0], '0'];
+  const proc = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    const port = await new Promise<number>((resolve, reject) => {
+      let out = '';
+      proc.stdout.on('data', (d) => {
+        out += d;
+        const m = /listening (\d+)/.exec(out);
+        if (m) resolve(Number(m[1]));
+      });
+      proc.once('exit', (code) => reject(new Error(`store process exited with ${code}`)));
+    });
+    return await glooRun(ns.addrs[0], (rank) => ({ prefix: ns.prefix(rank as 0 | 1), bind: ns.addrs[rank] }), port);
+  } finally {
+    proc.kill('SIGKILL');
+  }
+}
+
+const gloo = loadGlooAddon();
+if (!gloo.addon) {
+  console.log(`gloo: skipped (${gloo.reason})`);
+} else {
+  report('gloo (loopback, procs)', GLOO_CASES, await glooRun('127.0.0.1', () => ({ prefix: [], bind: '127.0.0.1' })));
+  if (RANKS !== 2) {
+    console.log('gloo (veth pair): skipped (2 ranks only: one per namespace)');
+  } else {
+    const ns = createNetnsPair('bc');
+    if ('skip' in ns) {
+      console.log(`gloo (veth pair): skipped (${ns.skip})`);
+    } else {
+      try {
+        // The namespaces have no route to this process: the store runs in a helper process inside namespace 0.
+        report('gloo (veth pair, netns)', GLOO_CASES, await glooNetns(ns));
+      } finally {
+        ns.remove();
+      }
+    }
+  }
+}
