@@ -145,3 +145,12 @@ test('createLocalGroup: size and slot validation', { skip: skipNative }, () => {
   assert.throws(() => createLocalGroup(0, { backend: 'shm' }), /size must be in \[1, 1024\], got 0/);
   assert.throws(() => createLocalGroup(2, { backend: 'shm', slotBytes: 100 }), /slotBytes must be a positive multiple of 64/);
 });
+
+test('factory with backend sab (the plain-TypeScript fallback): same collectives, same bits as the rank-order sum', () =>
+  checkCollectives(3, [0, 1, 17, 7168], { backend: 'sab' }));
+
+test('factory with backend sab: a dying rank thread, aborted by the owner, fails the others at once', async () => {
+  const handle = createLocalGroup(3, { backend: 'sab', timeoutMs: 60_000 });
+  const replies = await runRanks(handle, { scenario: 'die', sizes: [] }, (rank, code) => abortLocalGroup(handle, rank, `thread exited with code ${code}`));
+  for (const r of replies.slice(0, 2)) assert.match(r.error!, /the group is broken \(rank 2 failed\)/);
+});
