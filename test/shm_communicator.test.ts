@@ -97,6 +97,11 @@ for (const P of [1, 2, 3, 4]) {
 test('native shm: collectives larger than the slot run in chunks (slot 256 B, odd sizes)', { skip: skipNative }, () =>
   checkCollectives(3, [63, 64, 65, 1001], { backend: 'shm', slotBytes: 256 }));
 
+test('native shm: large all-reduces take the two-step path (one segment per rank), across chunks too', { skip: skipNative }, async () => {
+  await checkCollectives(3, [70_001], { backend: 'shm', slotBytes: 128 << 10 });
+  await checkCollectives(2, [40_000], { backend: 'shm' });
+});
+
 test('native shm: 8 ranks on this machine (ranks may outnumber cores: spinning yields to futex waits)', { skip: skipNative }, async () => {
   await checkCollectives(8, [1, 100], { backend: 'shm', slotBytes: 1024 });
   const handle = createLocalGroup(8, { backend: 'shm' });

@@ -99,7 +99,8 @@ int ShmComm::arrive(ShmOp op, int64_t bytes, int32_t aux) {
 
 ShmStatus ShmComm::waitAll(ShmOp op, int64_t bytes, int32_t aux, int64_t deadlineNs) {
   int32_t* c = ctrl();
-  const int64_t spinUntil = nowNs() + spinNs_;
+  const int64_t spinStart = nowNs();
+  const int64_t spinUntil = spinStart + spinNs_;
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     int32_t* seqWord = &line(r)[0];
@@ -122,7 +123,12 @@ ShmStatus ShmComm::waitAll(ShmOp op, int64_t bytes, int32_t aux, int64_t deadlin
         if (missing_.empty()) break;  // they all arrived at the last moment
         return fail(ShmStatus::kTimeout);
       }
-      if (now < spinUntil) continue;
+      if (now < spinUntil) {
+        // After the first microseconds, yield between polls: when the peer shares this core (ranks outnumber the
+        // cores, or the machine is busy) a pure spin would keep it off the core until the spin ends.
+        if (now - spinStart > 2000) sched_yield();
+        continue;
+      }
       // Sleep on the missing rank's seq word, in slices of ≤ 100 ms so an abort is noticed even without a wake.
       const int32_t seen = loadAcquire(seqWord);
       __atomic_fetch_add(&c[kCtrlSleepers], 1, __ATOMIC_SEQ_CST);
@@ -150,6 +156,8 @@ ShmStatus ShmComm::waitAll(ShmOp op, int64_t bytes, int32_t aux, int64_t deadlin
 }
 
 namespace {
+/** All-reduce chunks of at least this many bytes are reduced in two steps, one segment per rank. */
+constexpr size_t kSplitBytes = 64 << 10;
 int64_t deadlineOf(int64_t timeoutMs) { return timeoutMs < 0 ? -1 : nowNs() + timeoutMs * 1000000LL; }
 }  // namespace
 
@@ -171,13 +179,35 @@ ShmStatus ShmComm::allReduceSum(float* buf, size_t n, int64_t timeoutMs) {
   size_t off = 0;
   do {
     const size_t c = std::min(chunk, n - off);
+    const int64_t bytes = static_cast<int64_t>(c * sizeof(float));
     const int parity = static_cast<int>((seq_ + 1) & 1u);
     std::memcpy(slot(parity, rank_), buf + off, c * sizeof(float));
-    arrive(ShmOp::kAllReduce, static_cast<int64_t>(c * sizeof(float)), 0);
-    const ShmStatus s = waitAll(ShmOp::kAllReduce, static_cast<int64_t>(c * sizeof(float)), 0, deadline);
-    if (s != ShmStatus::kOk) return s;
-    for (int r = 0; r < size_; ++r) src[static_cast<size_t>(r)] = reinterpret_cast<const float*>(slot(parity, r));
-    sumInOrder(buf + off, src.data(), size_, c);
+    if (c * sizeof(float) < kSplitBytes || size_ == 1) {
+      // Small: one step; every rank adds every slot (the redundant adds are cheaper than a second synchronisation).
+      arrive(ShmOp::kAllReduce, bytes, 0);
+      const ShmStatus s = waitAll(ShmOp::kAllReduce, bytes, 0, deadline);
+      if (s != ShmStatus::kOk) return s;
+      for (int r = 0; r < size_; ++r) src[static_cast<size_t>(r)] = reinterpret_cast<const float*>(slot(parity, r));
+      sumInOrder(buf + off, src.data(), size_, c);
+    } else {
+      // Large: two steps. Rank r adds segment r of every slot (rank order) into its slot of the other parity; then every
+      // rank copies the segments out. The sums land in the other parity, so the next collective (which writes this
+      // parity's slots after the second step) cannot overwrite data a slower rank is still reading.
+      arrive(ShmOp::kAllReduce, bytes, 1);
+      ShmStatus s = waitAll(ShmOp::kAllReduce, bytes, 1, deadline);
+      if (s != ShmStatus::kOk) return s;
+      const size_t seg = (c / static_cast<size_t>(size_) + 15) / 16 * 16;
+      const size_t lo = std::min(c, seg * static_cast<size_t>(rank_)), hi = std::min(c, lo + seg);
+      for (int r = 0; r < size_; ++r) src[static_cast<size_t>(r)] = reinterpret_cast<const float*>(slot(parity, r)) + lo;
+      sumInOrder(reinterpret_cast<float*>(slot(parity ^ 1, rank_)) + lo, src.data(), size_, hi - lo);
+      arrive(ShmOp::kAllReduce, bytes, 2);
+      s = waitAll(ShmOp::kAllReduce, bytes, 2, deadline);
+      if (s != ShmStatus::kOk) return s;
+      for (int r = 0; r < size_; ++r) {
+        const size_t l = std::min(c, seg * static_cast<size_t>(r)), h = std::min(c, l + seg);
+        std::memcpy(buf + off + l, reinterpret_cast<const float*>(slot(parity ^ 1, r)) + l, (h - l) * sizeof(float));
+      }
+    }
     off += c;
   } while (off < n);
   return ShmStatus::kOk;
