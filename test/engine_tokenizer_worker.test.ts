@@ -1,6 +1,7 @@
 // Engine with its tokenizer worker (the embedded default model, in-process core, context stretched to 65536 so that
 // megabyte prompts pass the over-length pre-check): a prompt that runs the worker out of memory fails alone with a
-// 400 and the next requests are served; a client that leaves, or abort(rid), drops its tokenization; a rid is
+// 400 and the next requests are served; a client that leaves drops its tokenization, abort(rid) ends the request with
+// finish_reason abort once it is tokenized; a rid is
 // taken while its request is tokenized; /v1/tokenize's path gives the same ids as the main thread's tokenizer.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -49,11 +50,18 @@ test('out of memory in the tokenizer worker: that request gets a 400, the reques
   assert.equal(next.finished, true);
 });
 
-test('a rid is taken while its request is tokenized; abort(rid) and a client that leaves drop the tokenization', async () => {
-  const first = run({ rid: 'dup', text: HUGE_WORD.slice(0, 300_000) });
+test('a rid is taken while its request is tokenized; abort(rid) meanwhile ends it with finish_reason abort, a client that leaves drops the tokenization', async () => {
+  // abort(rid) (/abort_request) during tokenization: SGLang would let it run (the rid is not registered yet); tsglang
+  // lets the tokenization finish and aborts the request as it reaches the scheduler (200, finish_reason abort)
+  const slowText = 'x'.repeat(32_000); // one word: ~0.5 s of BPE, 4000 tokens (fits the 4096-token KV pool)
+  const first = run({ rid: 'dup', text: slowText });
   await assert.rejects(run({ rid: 'dup', text: 'hi' }), /Duplicate request id dup\./);
   engine.abort('dup');
-  await assert.rejects(first, RequestAbortedError);
+  const outs = await first;
+  assert.equal(outs.length, 1);
+  assert.deepEqual(outs[0].finishReason, { type: 'abort', message: 'Abort in waiting queue' });
+  assert.equal(outs[0].completionTokens, 0);
+  assert.deepEqual(outs[0].outputIds, []);
   const ac = new AbortController();
   const left = run({ rid: 'left', text: HUGE_WORD.slice(0, 300_000) }, ac.signal);
   setTimeout(() => ac.abort(), 20);

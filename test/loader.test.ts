@@ -14,7 +14,7 @@ import type { StoredTensor, Weight } from '../src/kernels/index.js';
 import { SimpleBatchContext } from '../src/layers/index.js';
 import { KVPool } from '../src/mem_cache/index.js';
 import { MINIMAX_M2_DEFINITION, loadModel, writeCheckpoint } from '../src/models/index.js';
-import type { CausalLM } from '../src/models/index.js';
+import type { CausalLM, TensorToWrite } from '../src/models/index.js';
 
 const ops = createCpuOps();
 const tmpRoot = mkdtempSync(join(tmpdir(), 'tsglang-loader-'));
@@ -189,4 +189,30 @@ test('--json-model-override-args and tied embeddings: overrides change the model
   const b = prefillAndDecode(over.model, PROMPT.slice(0, 4)).prefill;
   assert.ok(maxAbsDiff(a, b) > 1e-3, 'top-1 routing must change the logits');
   assert.throws(() => loadModel(dir, { ops, progress: false, overrides: '{bad' }), (e: unknown) => e instanceof ModelLoadError && /--json-model-override-args is not valid JSON/.test(e.message));
+});
+
+test('a NaN norm weight or an Inf FP8 block scale → ModelLoadError naming the tensor (they would serve token 0 forever)', () => {
+  const config = parseModelConfig(MINIMAX_M2_DEFINITION.tinyConfig('tiny'));
+  const all = generateTinyTensors(MINIMAX_M2_DEFINITION.expectedTensors(config), config, { seed: 1 });
+  const poison = (t: TensorToWrite, value: number): TensorToWrite => {
+    const bytes = new Uint8Array(t.data);
+    const dv = new DataView(bytes.buffer);
+    if (t.dtype === 'f32') dv.setFloat32(4, value, true);
+    else if (t.dtype === 'bf16') dv.setUint16(2, value !== value ? 0x7fc0 : value > 0 ? 0x7f80 : 0xff80, true);
+    else assert.fail(`unexpected dtype ${t.dtype} of ${t.name}`);
+    return { ...t, data: bytes };
+  };
+  for (const [bad, value] of [['model.layers.1.post_attention_layernorm.weight', NaN], ['model.norm.weight', -Infinity], ['model.layers.0.block_sparse_moe.experts.3.w2.weight_scale_inv', Infinity]] as const) {
+    const dir = join(tmpRoot, `nan${dirCount++}`);
+    writeTinyCheckpoint('minimax-m2', dir, { numShards: 1 });
+    writeCheckpoint(dir, all.map((t) => (t.name === bad ? poison(t, value) : t)), 1);
+    const err = loadErr(dir);
+    assert.equal(err.tensor, bad);
+    assert.ok(err.message.includes(`tensor '${bad}' holds ${String(value)} at element 1`), err.message);
+  }
+  // the same checkpoint unpoisoned loads
+  const ok = join(tmpRoot, `nan${dirCount++}`);
+  writeTinyCheckpoint('minimax-m2', ok, { numShards: 1 });
+  writeCheckpoint(ok, all, 1);
+  loadModel(ok, { ops, progress: false });
 });

@@ -71,6 +71,9 @@ export async function run(argv: string[]): Promise<number> {
   let stopRequested: ((sig: string) => void) | null = null;
   const onSignal = (sig: 'SIGINT' | 'SIGTERM') => {
     logger.info(`Received ${sig}, shutting down`);
+    // At once, before anything else runs: requests arriving from now on (also on kept-alive connections) get a 503
+    // with Connection: close; the ones under way are aborted by teardown and end with finish_reason abort.
+    server?.beginDrain();
     if (ready && stopRequested) {
       stopRequested(sig);
       stopRequested = null;

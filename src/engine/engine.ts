@@ -11,6 +11,7 @@ import {
   Logger,
   ModelLoadError,
   OutOfKVCacheError,
+  RequestAbortedError,
   SILENT_LOGGER,
   TsglangError,
   UnsupportedFeatureError,
@@ -36,6 +37,22 @@ interface ChoiceState {
 interface RequestGroup {
   readonly internalRids: string[];
   remaining: number;
+}
+
+/**
+ * A request between arrival and scheduling (tokenization, then the n > 1 prefix prefill). SGLang registers a rid only
+ * after tokenization, so an /abort_request meanwhile is a no-op there and the request completes with 200; tsglang
+ * remembers it and aborts the request as soon as it reaches the scheduler, so the client gets SGLang's answer to an
+ * abort in the waiting queue (200, finish_reason abort, empty output) instead of an error status. The client's own
+ * disconnect (its signal) drops the work at once instead.
+ */
+interface Preparing {
+  /** Aborted when the client leaves: drops the tokenization. */
+  readonly tokenizing: AbortController;
+  /** /abort_request (or abort_all) asked for this rid while it was being prepared. */
+  abortRequested: boolean;
+  /** The n > 1 prefix prefill in flight, if any. */
+  warmup: { readonly rid: string; readonly done: Deferred<void> } | null;
 }
 
 function errorFromKind(kind: string, message: string, param: string | null): TsglangError {
@@ -67,8 +84,8 @@ export class Engine implements EngineApi {
   private readonly replies = new Map<number, Deferred<boolean | EngineLoad>>();
   /** n > 1 prefix warm-up requests in flight. */
   private readonly warmups = new Map<string, Deferred<void>>();
-  /** Requests being tokenized (rid → abort of their tokenization); their rid is taken. */
-  private readonly preparing = new Map<string, AbortController>();
+  /** Requests being tokenized or prefilled for n > 1 (their rid is taken). */
+  private readonly preparing = new Map<string, Preparing>();
   private nextReplyId = 1;
   private dead: Error | null = null;
 
@@ -148,38 +165,48 @@ export class Engine implements EngineApi {
     if (this.dead) throw new InternalError(`engine is down: ${this.dead.message}`);
     if (this.groups.has(req.rid) || this.preparing.has(req.rid)) throw new InvalidRequestError(`Duplicate request id ${req.rid}.`, 'rid');
     const nowMs = performance.now();
-    // Tokenization may take a while (in the tokenizer worker): the rid is taken meanwhile, and the client's signal
-    // or abort(rid) drops the work.
-    const tokenizing = new AbortController();
-    const onEarlyAbort = (): void => tokenizing.abort();
+    // Tokenization (in the tokenizer worker) and the n > 1 prefix prefill may take a while: the rid is taken
+    // meanwhile. The client's signal drops that work; abort(rid) (/abort_request) lets it finish and then aborts the
+    // request before it runs, so the client gets its 200 with finish_reason abort (see Preparing).
+    const prep: Preparing = { tokenizing: new AbortController(), abortRequested: false, warmup: null };
+    const onEarlyAbort = (): void => {
+      prep.tokenizing.abort();
+      if (prep.warmup) {
+        this.transport.send({ type: 'abort', rid: prep.warmup.rid });
+        prep.warmup.done.reject(new RequestAbortedError('The request was aborted while its prompt was being prefilled.'));
+      }
+    };
     signal?.addEventListener('abort', onEarlyAbort, { once: true });
-    if (signal?.aborted) tokenizing.abort();
-    this.preparing.set(req.rid, tokenizing);
+    if (signal?.aborted) prep.tokenizing.abort();
+    this.preparing.set(req.rid, prep);
     let prepared: PreparedRequest;
     try {
-      prepared = await this.tm.prepare(req, nowMs, tokenizing.signal);
+      prepared = await this.tm.prepare(req, nowMs, prep.tokenizing.signal);
+      const dead = this.dead as Error | null; // the core may have died while this request was being tokenized
+      if (dead) throw new InternalError(`engine is down: ${dead.message}`);
+      if (prepared.choices.length > 1 && !this.info.disableRadixCache && !prep.abortRequested && !signal?.aborted) {
+        // n > 1: prefill the prompt once (max_new_tokens 0) so the n choices share it (SGLang _handle_batch_request).
+        const w = prepared.choices[0];
+        const wrid = `${req.rid}-prefill`;
+        const d = new Deferred<void>();
+        this.warmups.set(wrid, d);
+        prep.warmup = { rid: wrid, done: d };
+        this.transport.send({
+          type: 'generate',
+          req: { ...w.req, rid: wrid, stream: false, returnLogprob: false, logprobStartLen: -1, params: { ...w.req.params, maxNewTokens: 0 } },
+          detok: w.detok,
+        });
+        try {
+          await d.promise;
+        } finally {
+          this.warmups.delete(wrid);
+          prep.warmup = null;
+        }
+      }
+      if (signal?.aborted) throw new RequestAbortedError('The request was aborted before it was scheduled.');
     } finally {
       this.preparing.delete(req.rid);
       signal?.removeEventListener('abort', onEarlyAbort);
-    }
-    const dead = this.dead as Error | null; // the core may have died while this request was being tokenized
-    if (dead) throw new InternalError(`engine is down: ${dead.message}`);
-    if (prepared.choices.length > 1 && !this.info.disableRadixCache) {
-      // n > 1: prefill the prompt once (max_new_tokens 0) so the n choices share it (SGLang _handle_batch_request).
-      const w = prepared.choices[0];
-      const wrid = `${req.rid}-prefill`;
-      const d = new Deferred<void>();
-      this.warmups.set(wrid, d);
-      this.transport.send({
-        type: 'generate',
-        req: { ...w.req, rid: wrid, stream: false, returnLogprob: false, logprobStartLen: -1, params: { ...w.req.params, maxNewTokens: 0 } },
-        detok: w.detok,
-      });
-      try {
-        await d.promise;
-      } finally {
-        this.warmups.delete(wrid);
-      }
     }
     const queue = new AsyncQueue<GenerateOutput>();
     const group: RequestGroup = { internalRids: prepared.choices.map((c) => c.req.rid), remaining: prepared.choices.length };
@@ -189,6 +216,7 @@ export class Engine implements EngineApi {
       this.transport.send({ type: 'generate', req: c.req, detok: c.detok });
     });
     const onAbort = (): void => this.abort(req.rid);
+    if (prep.abortRequested) onAbort(); // /abort_request came while it was being prepared: it ends now, in the queue
     if (signal) {
       if (signal.aborted) onAbort();
       else signal.addEventListener('abort', onAbort, { once: true });
@@ -276,14 +304,15 @@ export class Engine implements EngineApi {
   }
 
   abort(rid: string): void {
-    this.preparing.get(rid)?.abort();
+    const p = this.preparing.get(rid);
+    if (p) p.abortRequested = true;
     const g = this.groups.get(rid);
     if (!g) return;
     for (const r of g.internalRids) if (this.choices.has(r)) this.transport.send({ type: 'abort', rid: r });
   }
 
   abortAll(): void {
-    for (const c of this.preparing.values()) c.abort();
+    for (const p of this.preparing.values()) p.abortRequested = true;
     this.transport.send({ type: 'abort_all' });
   }
 

@@ -179,7 +179,7 @@ export class EngineCore {
     logger.info(
       `KV Cache is allocated. #tokens: ${capacity}, ` +
         (hasKV ? `K size: ${gib(sizeOf(['k']))} GB, V size: ${gib(sizeOf(['v']))} GB` : `KV size: ${gib(capacity * kvBytesPerToken)} GB`) +
-        ` (f32; committed page by page as used)`,
+        ` (f32; committed as it fills, up to ${gib(kvPool.maxLocs * kvPool.bytesPerToken)} GB: /get_server_info kv_cache_max_bytes, /metrics sglang:kv_cache_committed_bytes)`,
     );
     logger.info(
       `max_total_num_tokens=${capacity}, chunked_prefill_size=${plan.chunkedPrefillSize ?? -1}, max_prefill_tokens=${maxPrefillTokens}, ` +
@@ -201,6 +201,7 @@ export class EngineCore {
       maxReqInputLen: scheduler.maxReqInputLen,
       disableRadixCache: options.disableRadixCache ?? false,
       defaultSamplingParams: readGenerationDefaults(options.modelPath),
+      kvCacheMaxBytes: kvPool.maxLocs * kvPool.bytesPerToken,
     };
     return new EngineCore(info, scheduler, tokenizer, options.streamInterval ?? 1, send, logger);
   }
@@ -297,6 +298,7 @@ export class EngineCore {
       genThroughput: this.tp.lastGenThroughput,
       cacheHitRate: s.totalPromptTokens > 0 ? s.totalCachedTokens / s.totalPromptTokens : 0,
       numRetractedReqs: s.totalRetracted,
+      kvCacheCommittedBytes: s.runner.kvPool.committedLocs * s.runner.kvPool.bytesPerToken,
     };
   }
 

@@ -14,9 +14,9 @@ const tok = loadTokenizer(DIR);
 const HUGE_WORD = 'a'.repeat(1_000_000);
 const encodeHere = (texts: readonly string[], add: boolean) => texts.map((t) => tok.encode(t, { addSpecialTokens: add }));
 
-// One worker for most tests: time limit 2 s (tiny prompts take milliseconds; HUGE_WORD takes far longer), and a
-// short grace for aborted requests.
-const workerP = TokenizerWorker.start({ tokenizerPath: DIR, timeoutMs: 2_000, abortGraceMs: 50 });
+// One worker (a single FIFO lane) for most tests: time limit 2 s (tiny prompts take milliseconds; HUGE_WORD takes far
+// longer), and a short grace for aborted requests.
+const workerP = TokenizerWorker.start({ tokenizerPath: DIR, timeoutMs: 2_000, abortGraceMs: 50, numWorkers: 1 });
 after(async () => (await workerP).close());
 
 test('ids through the worker equal in-process tokenization (special tokens, unicode, chat prompts, both BOS settings)', async () => {
@@ -93,7 +93,7 @@ test('aborts: a queued request is dropped at once; the running one is rejected a
 
 test('out of memory: only the worker dies; that request gets the 400 message and the queued request is served', async () => {
   // 192 MB: the tokenizer loads (~100 MB) and ordinary prompts encode; HUGE_WORD's BPE needs far more
-  const w = await TokenizerWorker.start({ tokenizerPath: DIR, heapLimitMb: 192, timeoutMs: 600_000 });
+  const w = await TokenizerWorker.start({ tokenizerPath: DIR, heapLimitMb: 192, timeoutMs: 600_000, numWorkers: 1 });
   try {
     const doomed = w.encode([HUGE_WORD], true);
     const queued = w.encode(['still here'], true);
@@ -112,4 +112,33 @@ test('out of memory: only the worker dies; that request gets the 400 message and
 
 test('a tokenizer directory the worker cannot load fails start()', async () => {
   await assert.rejects(TokenizerWorker.start({ tokenizerPath: resolve('no/such/dir') }), /tokenizer worker: no tokenizer\.json in/);
+});
+
+test('the default pool: small inputs never wait behind a slow large one (worker 0 takes only small inputs)', async () => {
+  const w = await TokenizerWorker.start({ tokenizerPath: DIR, timeoutMs: 600_000 });
+  try {
+    const order: string[] = [];
+    const slow = w.encode([HUGE_WORD.slice(0, 200_000)], false).then((ids) => { order.push('slow'); return ids; });
+    // small ones queued after the slow one: served on worker 0 while another worker is on the word
+    for (let i = 0; i < 5; i++) {
+      assert.deepEqual(await w.encode([`hello ${i}`], true), encodeHere([`hello ${i}`], true));
+      order.push(`small ${i}`);
+    }
+    assert.deepEqual(await slow, encodeHere([HUGE_WORD.slice(0, 200_000)], false));
+    assert.deepEqual(order, ['small 0', 'small 1', 'small 2', 'small 3', 'small 4', 'slow']);
+    assert.equal(w.numSpawned, 2);
+    // with one worker (FIFO), the same small request waits for the word
+    const fifo = await TokenizerWorker.start({ tokenizerPath: DIR, timeoutMs: 600_000, numWorkers: 1 });
+    try {
+      const seen: string[] = [];
+      const a = fifo.encode([HUGE_WORD.slice(0, 200_000)], false).then(() => seen.push('slow'));
+      const b = fifo.encode(['hello'], true).then(() => seen.push('small'));
+      await Promise.all([a, b]);
+      assert.deepEqual(seen, ['slow', 'small']);
+    } finally {
+      await fifo.close();
+    }
+  } finally {
+    await w.close();
+  }
 });

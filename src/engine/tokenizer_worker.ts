@@ -1,7 +1,9 @@
-// TokenizerWorker: the main thread's end of the tokenizer worker thread (tokenizer_worker_main.ts). Requests wait
-// in a FIFO queue here and go to the worker one at a time, so that when the worker dies (out of memory, past its
-// time limit, or killed because its client left) it takes only its current request along: the worker is respawned
-// and the queue carries on. The HTTP thread never runs the BPE, whatever the input.
+// TokenizerWorker: the main thread's end of a small pool of tokenizer worker threads (tokenizer_worker_main.ts).
+// Requests wait in a FIFO queue here and go to a worker one at a time, so that when a worker dies (out of memory,
+// past its time limit, or killed because its client left) it takes only its current request along: the worker is
+// respawned and the queue carries on. Worker 0 takes only small inputs (≤ SMALL_INPUT_CHARS), so one slow input (a
+// 500 KB single word tokenizes for seconds) never holds up the small prompts behind it: they keep their normal
+// latency on worker 0 while the others work on it. The HTTP thread never runs the BPE, whatever the input.
 import { Worker } from 'node:worker_threads';
 import { Deferred, InternalError, InvalidRequestError, ModelLoadError, SILENT_LOGGER, type Logger } from '../common/index.js';
 import { encodeAbortedError, encoderClosedError, type AsyncEncoder } from './async_encoder.js';
@@ -32,6 +34,15 @@ export const TOKENIZE_TIMEOUT_MS = 60_000;
  */
 export const ABORT_GRACE_MS = 2_000;
 
+/**
+ * Inputs of at most this many UTF-16 units in total are "small" (ordinary text: a few ms to ~50 ms to tokenize):
+ * worker 0 takes only those, so they never queue behind a large one.
+ */
+export const SMALL_INPUT_CHARS = 32_768;
+
+/** Default number of tokenizer worker threads: one for small inputs only, one for any input (the second starts on first use). */
+export const TOKENIZER_WORKERS = 2;
+
 /** Options of {@link TokenizerWorker.start}. */
 export interface TokenizerWorkerOptions {
   /** Directory holding tokenizer.json (the same one the main thread's tokenizer loads). */
@@ -44,6 +55,8 @@ export interface TokenizerWorkerOptions {
   readonly abortGraceMs?: number;
   /** Where deaths and respawns are reported (default silent). */
   readonly logger?: Logger;
+  /** Worker threads (default {@link TOKENIZER_WORKERS}; 1 = one FIFO worker for every input). */
+  readonly numWorkers?: number;
 }
 
 interface Job {
@@ -59,6 +72,8 @@ interface Job {
 
 /** One worker thread and what it is doing. */
 interface Slot {
+  /** Position in the pool: 0 takes only small inputs (when the pool has more than one worker). */
+  readonly index: number;
   readonly worker: Worker;
   /** Posted 'ready' (tokenizer loaded). */
   isReady: boolean;
@@ -80,8 +95,9 @@ function numChars(texts: readonly string[]): number {
 }
 
 /**
- * A tokenizer in a worker thread, created with a heap limit, behind a FIFO queue. One request runs at a time; the
- * others wait here (not in the worker's message queue), so a dead worker never loses them.
+ * Tokenizers in worker threads, each created with a heap limit, behind one FIFO queue. A worker runs one request at a
+ * time; the others wait here (not in a worker's message queue), so a dead worker never loses them. Worker 0 starts
+ * with the pool and takes only small inputs; the others start when a request finds no idle worker.
  */
 export class TokenizerWorker implements AsyncEncoder {
   private readonly tokenizerPath: string;
@@ -90,7 +106,8 @@ export class TokenizerWorker implements AsyncEncoder {
   private readonly abortGraceMs: number;
   private readonly logger: Logger;
   private readonly queue: Job[] = [];
-  private slot: Slot | null = null;
+  /** The pool; null where no worker is alive (never started, or dead and not yet needed again). */
+  private readonly slots: (Slot | null)[];
   private nextId = 1;
   private closed = false;
   /** Settles when the first worker is ready (start()). */
@@ -104,6 +121,7 @@ export class TokenizerWorker implements AsyncEncoder {
     this.timeoutMs = options.timeoutMs ?? TOKENIZE_TIMEOUT_MS;
     this.abortGraceMs = options.abortGraceMs ?? ABORT_GRACE_MS;
     this.logger = options.logger ?? SILENT_LOGGER;
+    this.slots = new Array<Slot | null>(Math.max(1, Math.floor(options.numWorkers ?? TOKENIZER_WORKERS))).fill(null);
   }
 
   /**
@@ -112,7 +130,7 @@ export class TokenizerWorker implements AsyncEncoder {
    */
   static async start(options: TokenizerWorkerOptions): Promise<TokenizerWorker> {
     const tw = new TokenizerWorker(options);
-    tw.spawn();
+    tw.spawn(0);
     try {
       await tw.firstReady.promise;
     } catch (e) {
@@ -151,23 +169,33 @@ export class TokenizerWorker implements AsyncEncoder {
     this.firstReady.reject(encoderClosedError());
     this.firstReady.promise.catch(() => {});
     for (const job of this.queue.splice(0)) this.settle(job, encoderClosedError());
-    const slot = this.slot;
-    this.slot = null;
-    if (slot) {
+    const live = this.slots.filter((x): x is Slot => x !== null);
+    this.slots.fill(null);
+    for (const slot of live) {
       if (slot.timer) clearTimeout(slot.timer);
       if (slot.job) this.settle(slot.job, encoderClosedError());
-      await slot.worker.terminate();
     }
+    await Promise.all(live.map((slot) => slot.worker.terminate()));
   }
 
-  private spawn(): Slot {
+  /** Whether worker `index` may take `job` (worker 0 of a pool: small inputs only). */
+  private accepts(index: number, job: Job): boolean {
+    return index > 0 || this.slots.length === 1 || numChars(job.texts) <= SMALL_INPUT_CHARS;
+  }
+
+  /** True when the slot at `slot.index` is still this worker (not killed, replaced or closed). */
+  private isCurrent(slot: Slot): boolean {
+    return this.slots[slot.index] === slot;
+  }
+
+  private spawn(index: number): Slot {
     const data: TokenizerWorkerData = { tokenizerPath: this.tokenizerPath };
     const worker = new Worker(new URL('./tokenizer_worker_main.js', import.meta.url), {
       workerData: data,
       resourceLimits: { maxOldGenerationSizeMb: this.heapLimitMb },
     });
-    const slot: Slot = { worker, isReady: false, job: null, timer: null, startedMs: 0, error: null };
-    this.slot = slot;
+    const slot: Slot = { index, worker, isReady: false, job: null, timer: null, startedMs: 0, error: null };
+    this.slots[index] = slot;
     this.numSpawnedWorkers++;
     worker.on('message', (m: FromTokenizerMsg) => this.onMessage(slot, m));
     worker.on('error', (err) => { slot.error ??= err; });
@@ -175,33 +203,39 @@ export class TokenizerWorker implements AsyncEncoder {
     return slot;
   }
 
-  /** Sends the head of the queue to an idle, ready worker; starts one when none is alive. */
+  /**
+   * Gives each idle, ready worker the first queued job it accepts; starts a worker for waiting jobs that no live
+   * worker is free to take (worker 0 for a small one, another for any).
+   */
   private pump(): void {
     if (this.closed) return;
-    if (!this.slot) {
-      if (this.queue.length > 0) this.spawn();
-      return;
+    for (let i = 0; i < this.slots.length; i++) {
+      const slot = this.slots[i];
+      if (!slot || !slot.isReady || slot.job) continue;
+      const qi = this.queue.findIndex((j) => this.accepts(i, j));
+      if (qi < 0) continue;
+      const [job] = this.queue.splice(qi, 1);
+      slot.worker.ref();
+      slot.job = job;
+      slot.startedMs = performance.now();
+      slot.timer = setTimeout(() => this.kill(slot, this.timeoutError()), this.timeoutMs);
+      slot.worker.postMessage({ type: 'encode', id: job.id, texts: job.texts, addSpecialTokens: job.addSpecialTokens } satisfies ToTokenizerMsg);
     }
-    const slot = this.slot;
-    if (!slot.isReady || slot.job) return;
-    const job = this.queue.shift();
-    if (!job) {
-      slot.worker.unref(); // idle: do not keep the process alive
-      return;
+    // jobs left: start the workers that could take them (a starting worker counts as on its way)
+    if (this.queue.length > 0) {
+      for (let i = 0; i < this.slots.length; i++) {
+        if (this.slots[i] === null && this.queue.some((j) => this.accepts(i, j))) this.spawn(i);
+      }
     }
-    slot.worker.ref();
-    slot.job = job;
-    slot.startedMs = performance.now();
-    slot.timer = setTimeout(() => this.kill(slot, this.timeoutError()), this.timeoutMs);
-    slot.worker.postMessage({ type: 'encode', id: job.id, texts: job.texts, addSpecialTokens: job.addSpecialTokens } satisfies ToTokenizerMsg);
+    for (const slot of this.slots) if (slot && slot.isReady && !slot.job) slot.worker.unref(); // idle: do not keep the process alive
   }
 
   private onMessage(slot: Slot, m: FromTokenizerMsg): void {
-    if (slot !== this.slot) return;
+    if (!this.isCurrent(slot)) return;
     switch (m.type) {
       case 'ready':
         slot.isReady = true;
-        this.firstReady.resolve();
+        if (slot.index === 0) this.firstReady.resolve();
         this.pump();
         return;
       case 'init_error':
@@ -227,16 +261,22 @@ export class TokenizerWorker implements AsyncEncoder {
 
   /** A worker exited on its own (out of memory, crash, failed start). */
   private onExit(slot: Slot, code: number): void {
-    if (slot !== this.slot) return; // killed on purpose (kill() already moved on) or closed
-    this.slot = null;
+    if (!this.isCurrent(slot)) return; // killed on purpose (kill() already moved on) or closed
+    this.slots[slot.index] = null;
     const job = slot.job;
     this.finishJob(slot);
     const oom = (slot.error as { code?: string } | null)?.code === 'ERR_WORKER_OUT_OF_MEMORY';
     if (!slot.isReady) {
-      // Died while loading the tokenizer: fail what waits, and start again only when a new request comes.
+      // Died while loading the tokenizer: fail what waits (unless another worker is up to take it), and start again
+      // only when a new request comes.
       const err = new InternalError(`tokenizer worker failed to start: ${slot.error?.message ?? `exit code ${code}`}`, { cause: slot.error });
-      this.firstReady.reject(err);
-      for (const j of this.queue.splice(0)) this.settle(j, err);
+      if (slot.index === 0) this.firstReady.reject(err);
+      const others = this.slots.filter((x): x is Slot => x !== null && x.isReady);
+      for (const j of [...this.queue]) {
+        if (others.some((o) => this.accepts(o.index, j))) continue;
+        this.queue.splice(this.queue.indexOf(j), 1);
+        this.settle(j, err);
+      }
       return;
     }
     if (job) {
@@ -248,7 +288,7 @@ export class TokenizerWorker implements AsyncEncoder {
     } else {
       this.logger.warning(`tokenizer worker exited with code ${code} while idle; respawning`);
     }
-    this.spawn();
+    this.spawn(slot.index);
     this.pump();
   }
 
@@ -257,8 +297,8 @@ export class TokenizerWorker implements AsyncEncoder {
    * worker starts, and the queue continues on it.
    */
   private kill(slot: Slot, reason: Error | null): void {
-    if (slot !== this.slot) return;
-    this.slot = null;
+    if (!this.isCurrent(slot)) return;
+    this.slots[slot.index] = null;
     const job = slot.job;
     this.finishJob(slot);
     if (job) {
@@ -266,7 +306,7 @@ export class TokenizerWorker implements AsyncEncoder {
       if (reason) this.settle(job, reason);
     }
     void slot.worker.terminate();
-    this.spawn();
+    this.spawn(slot.index);
     this.pump();
   }
 
@@ -280,8 +320,8 @@ export class TokenizerWorker implements AsyncEncoder {
     const i = this.queue.indexOf(job);
     if (i >= 0) this.queue.splice(i, 1);
     this.settle(job, encodeAbortedError());
-    const slot = this.slot;
-    if (slot && slot.job === job) {
+    const slot = this.slots.find((x) => x !== null && x.job === job) ?? null;
+    if (slot) {
       if (slot.timer) clearTimeout(slot.timer);
       const left = this.timeoutMs - (performance.now() - slot.startedMs);
       slot.timer = setTimeout(() => this.kill(slot, null), Math.max(0, Math.min(this.abortGraceMs, left)));

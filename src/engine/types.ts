@@ -175,6 +175,12 @@ export interface EngineInfo {
   readonly maxReqInputLen: number;
   /** Sampling defaults from generation_config.json (temperature, topP, topK, minP, repetitionPenalty), when present. */
   readonly defaultSamplingParams: Readonly<Record<string, number>>;
+  /**
+   * Bytes the KV pool may commit at most (all token slots backed), printed at start-up. The pool is committed as it
+   * fills (EngineLoad.kvCacheCommittedBytes) and never shrinks: with the radix cache on, finished prefixes keep their
+   * slots, so RSS grows towards this bound under varied load (SGLang commits the whole pool up front).
+   */
+  readonly kvCacheMaxBytes?: number;
 }
 
 /** Live load statistics (for /get_server_info, /metrics). */
@@ -193,6 +199,8 @@ export interface EngineLoad {
   readonly cacheHitRate: number;
   /** Total retractions so far. */
   readonly numRetractedReqs: number;
+  /** Bytes of KV pool storage committed so far (≤ EngineInfo.kvCacheMaxBytes; grows, never shrinks). */
+  readonly kvCacheCommittedBytes?: number;
 }
 
 /**

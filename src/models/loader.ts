@@ -57,7 +57,8 @@ export function loadModel(modelPath: string, options: LoadOptions): LoadedModel 
  * Ops.prepareWeight and then dropped, so at most one extra tensor is in flight). FP8 tensors are paired with their
  * `weight_scale_inv`. Tensors the checkpoint holds beyond the specs (e.g. MTP layers) are ignored; optional specs
  * absent from the checkpoint are skipped (check `weights.has(name)`).
- * @throws ModelLoadError naming file and tensor for missing tensors/scales and shape mismatches
+ * @throws ModelLoadError naming file and tensor for missing tensors/scales, shape mismatches, and NaN/Inf in a norm
+ *   weight or an FP8 block scale (checkFinite)
  */
 export function loadWeights(ckpt: Checkpoint, specs: readonly TensorSpec[], config: ModelConfig, options: LoadOptions): WeightStore {
   const logger = options.logger ?? SILENT_LOGGER;
@@ -86,6 +87,8 @@ export function loadWeights(ckpt: Checkpoint, specs: readonly TensorSpec[], conf
     for (const spec of present) {
       const { info, bytes } = ckpt.read(spec.name, (n) => options.ops.allocateWeightBytes(n));
       const scale = info.dtype === 'f8_e4m3' ? scaleFor(ckpt, spec, config, where, true) : undefined;
+      if (spec.init === 'norm') checkFinite(toF32(bytes, info.dtype, numel(info.shape)), spec.name, info.file);
+      if (scale) checkFinite(scale.data, scaleInvName(spec.name), ckpt.info(scaleInvName(spec.name))?.file ?? info.file);
       weights.set(spec.name, options.ops.prepareWeight({ name: spec.name, dtype: info.dtype, shape: info.shape, bytes, scale }));
       bar?.increment();
     }
@@ -94,6 +97,22 @@ export function loadWeights(ckpt: Checkpoint, specs: readonly TensorSpec[], conf
   }
   logger.info(`Loaded ${present.length} tensors from ${ckpt.dir} in ${((Date.now() - t0) / 1000).toFixed(2)} s`);
   return weights;
+}
+
+/**
+ * Refuses a tensor holding NaN or ±Infinity. Run on the norm weights and the FP8 block scales, which are small (a
+ * hidden-size vector per norm; one scale per 128×128 block) and which, when corrupt, make every logit NaN so the model
+ * serves token 0 forever. SGLang checks neither; the other weights are not scanned (that would read the whole
+ * checkpoint once more).
+ * @throws ModelLoadError naming the tensor, its file and the first bad element
+ */
+function checkFinite(values: Float32Array, tensor: string, file: string): void {
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    if (v - v !== 0) {
+      throw new ModelLoadError(`${file}: tensor '${tensor}' holds ${String(v)} at element ${i}: the checkpoint is corrupt (norm weights and FP8 scales must be finite)`, { file, tensor });
+    }
+  }
 }
 
 function sameShape(a: readonly number[], b: readonly number[]): boolean {

@@ -89,3 +89,27 @@ export interface GenerateResponse {
   output_ids: number[];
   meta_info: GenerateMetaInfo;
 }
+
+/**
+ * `POST /abort_request` body: SGLang's `AbortReqInput` dataclass (io_struct.py), validated by FastAPI, so anything
+ * but a JSON object (an array, a string, a number, null, an empty body) or a field of the wrong type is a 400
+ * request-validation error. `rid` "" (the default) with `abort_all` false aborts nothing.
+ */
+export const AbortReqInputSchema = z.looseObject({
+  rid: z.string().optional(),
+  abort_all: z.boolean().optional(),
+  abort_message: z.string().nullish(),
+});
+export type AbortReqInput = z.infer<typeof AbortReqInputSchema>;
+
+/**
+ * `POST /v1/tokenize` body: SGLang v0.5.10's `TokenizeRequest` (openai/protocol.py): `prompt`, a string or a list of
+ * strings, and `add_special_tokens` (default true); it has no `messages` field (a chat is tokenized by rendering it
+ * first, e.g. through /v1/chat/completions with max_tokens 1, whose usage counts the prompt).
+ */
+export const TokenizeRequestSchema = z.looseObject({
+  model: z.string().nullish(),
+  prompt: z.union([z.string(), z.array(z.string())]),
+  add_special_tokens: z.boolean().optional(),
+});
+export type TokenizeRequest = z.infer<typeof TokenizeRequestSchema>;

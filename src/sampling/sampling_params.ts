@@ -70,6 +70,13 @@ function bool(v: boolean | null | undefined, dflt: boolean): boolean {
 }
 
 /**
+ * The most samples (`n`) one request may ask for, and, at the HTTP edge, the most engine requests one HTTP request
+ * may fan out to (prompts × n). SGLang has no limit; tsglang's keeps a single request from filling the server's
+ * memory and queue (`n: 100000` took 1.6 GB and ~20 s of engine time after its client left).
+ */
+export const MAX_SAMPLES_PER_REQUEST = 4096;
+
+/**
  * Fills defaults, folds greedy (temperature < 1e-6 → temperature 1, topK 1) and topK −1 → TOP_K_ALL, then validates
  * with SGLang's messages (`SamplingParams.__post_init__` + `verify`).
  * @param input caller's params (may be undefined)
@@ -123,6 +130,9 @@ export function normalizeSamplingParams(input: SamplingParamsInput | undefined, 
     }
   }
   if (n < 1) throw new InvalidRequestError(`n must be at least 1, got ${n}.`, 'n');
+  if (n > MAX_SAMPLES_PER_REQUEST) {
+    throw new InvalidRequestError(`n must be at most ${MAX_SAMPLES_PER_REQUEST} (tsglang's limit of samples per request), got ${n}.`, 'n');
+  }
 
   const logitBias: [number, number][] = [];
   for (const [k, v] of Object.entries(p.logitBias ?? {})) {

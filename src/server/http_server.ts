@@ -4,7 +4,7 @@
 // everything heavy is the engine's (its tokenizer worker and core worker threads).
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { SSE_CONTENT_TYPE } from '../protocol/index.js';
+import { AbortReqInputSchema, SSE_CONTENT_TYPE, parseWire } from '../protocol/index.js';
 import type { ModelCard } from '../protocol/index.js';
 import type { Exchange, ServerDeps } from './context.js';
 import { handleChatCompletion } from './serving_chat.js';
@@ -14,7 +14,7 @@ import { handleDetokenize, handleTokenize } from './serving_tokenize.js';
 import { decodeJsonBody } from './json_body.js';
 import {
   BODY_PARSE_ERROR, METHOD_NOT_ALLOWED, ROUTE_NOT_FOUND, UNAUTHORIZED, bodyTooLargeError, invalidJsonError, modelNotFoundError, toHttpError,
-  unsupportedMediaError,
+  errorResponse, parseOrReply, unsupportedMediaError,
   type HttpError,
 } from './http_errors.js';
 import { WEIGHT_VERSION, newRid, nowSeconds } from './request_utils.js';
@@ -62,6 +62,21 @@ class NodeExchange implements Exchange {
 }
 
 /**
+ * SGLang's `validate_json_request` (http_server.py) on the OpenAI routes: the Content-Type's media type, the part
+ * before the first `;`, lower-cased, must be exactly `application/json` (a substring test would let
+ * `text/plain; application/json` through, a CORS-safelisted type that any web page may POST without a preflight).
+ */
+export function isJsonMediaType(contentType: string | undefined): boolean {
+  return (contentType ?? '').toLowerCase().split(';', 1)[0] === 'application/json';
+}
+
+/** Milliseconds a draining server still answers 503 after its last response ended (requests already sent). */
+const DRAIN_LINGER_MS = 100;
+
+/** Body of the 503 every request gets once the server is shutting down (SGLang's ErrorResponse). */
+export const SHUTTING_DOWN_MESSAGE = 'The server is shutting down.';
+
+/**
  * Largest request body accepted, bytes: V8's longest string (0x1fffffe8 UTF-16 units; a body of at most this many
  * bytes always decodes to a string that fits, in UTF-8, -16 or -32).
  */
@@ -101,10 +116,16 @@ function readBody(req: IncomingMessage, maxBytes = MAX_BODY_BYTES): Promise<Buff
 export class HttpServer {
   private readonly server: Server;
   private ready = false;
+  /** Shutting down: every new request (on any connection, kept-alive ones too) gets a 503 and `Connection: close`. */
+  private draining = false;
+  /** Responses not yet finished or closed. */
+  private active = 0;
 
   /** @param deps engine, tokenizer, config slice, prompt builder, parsers, metrics, logger */
   constructor(private readonly deps: ServerDeps) {
     this.server = createServer((req, res) => {
+      this.active++;
+      res.once('close', () => { this.active--; });
       this.dispatch(req, res).catch((err: unknown) => {
         deps.logger.error(`unhandled error on ${req.method} ${req.url}: ${(err as Error)?.stack ?? String(err)}`);
         const e = toHttpError(err);
@@ -125,6 +146,22 @@ export class HttpServer {
   }
 
   /**
+   * Starts the shutdown (SIGTERM/SIGINT): from now on every new request, also one arriving on a kept-alive
+   * connection, is refused with 503 (SGLang's ErrorResponse; /health and /health_generate: an empty 503, as SGLang
+   * answers them once it is exiting) and `Connection: close`; responses under way carry on (the caller aborts their
+   * engine requests, so they end with finish_reason abort and `[DONE]`). Idempotent.
+   */
+  beginDrain(): void {
+    this.draining = true;
+    this.ready = false;
+  }
+
+  /** Responses under way (started and not yet finished or closed). */
+  get numActive(): number {
+    return this.active;
+  }
+
+  /**
    * Binds host:port.
    * @returns the bound port (useful with port 0)
    */
@@ -139,16 +176,28 @@ export class HttpServer {
   }
 
   /**
-   * Stops accepting connections, closes idle ones, and after `graceMs` closes the rest (open streams).
+   * Drains (beginDrain: new requests get 503 + Connection: close, on new and kept-alive connections alike) until the
+   * responses under way have ended, or `graceMs` at most, then {@link DRAIN_LINGER_MS} more for requests already on
+   * the wire; then stops listening and closes every connection (a response still open then is cut).
    * @param graceMs milliseconds active responses get to finish
    */
-  close(graceMs = 1000): Promise<void> {
-    this.ready = false;
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => this.server.closeAllConnections(), graceMs);
-      this.server.close(() => { clearTimeout(timer); resolve(); });
-      this.server.closeIdleConnections();
+  async close(graceMs = 3000): Promise<void> {
+    this.beginDrain();
+    const end = performance.now() + graceMs;
+    while (this.active > 0 && performance.now() < end) await new Promise((r) => setTimeout(r, 10));
+    await new Promise((r) => setTimeout(r, DRAIN_LINGER_MS));
+    await new Promise<void>((resolve) => {
+      this.server.close(() => resolve());
+      this.server.closeAllConnections();
     });
+  }
+
+  /** The 503 of a request that arrives while draining (see beginDrain). */
+  private refuseDraining(res: ServerResponse, path: string): void {
+    if (res.headersSent || res.destroyed) return;
+    const text = path.startsWith('/health') ? '' : JSON.stringify(errorResponse(SHUTTING_DOWN_MESSAGE, 503));
+    res.writeHead(503, { ...CORS_HEADERS, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), connection: 'close' });
+    res.end(text);
   }
 
   private async dispatch(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -158,6 +207,7 @@ export class HttpServer {
     const url = new URL(req.url ?? '/', 'http://localhost');
     const path = url.pathname;
     const { config } = this.deps;
+    if (this.draining) { this.refuseDraining(res, path); return; }
     if (method === 'OPTIONS') { ex.sendText(200, ''); return; }
     if (config.apiKey !== null && !path.startsWith('/health') && path !== '/metrics') {
       if (req.headers.authorization !== `Bearer ${config.apiKey}`) { send(UNAUTHORIZED); return; }
@@ -189,7 +239,7 @@ export class HttpServer {
       if (!Buffer.isBuffer(got)) { send(bodyTooLargeError(got.tooLarge, limit)); return; }
       if (route.json) {
         const ct = req.headers['content-type'];
-        if (route.openai && !(ct ?? '').toLowerCase().includes('application/json')) { send(unsupportedMediaError(ct)); return; }
+        if (route.openai && !isJsonMediaType(ct)) { send(unsupportedMediaError(ct)); return; }
         // bytes → text as Python's json.loads(bytes): UTF-8/16/32 by BOM or NUL pattern, strict (SGLang: 400 on failure)
         const text = decodeJsonBody(got);
         if (text === null) { send(BODY_PARSE_ERROR); return; }
@@ -200,6 +250,7 @@ export class HttpServer {
         }
       }
     }
+    if (this.draining) { this.refuseDraining(res, path); return; } // shutdown began while the body was arriving
     await route.handle(this, ex, body, raw);
   }
 
@@ -262,11 +313,13 @@ const ROUTES: Record<string, Route> = {
     },
   },
   '/abort_request': {
-    methods: ['POST'], json: true, optionalBody: true,
+    methods: ['POST'], json: true,
     handle: async (s, ex, body) => {
-      const b = (body ?? {}) as { rid?: unknown; abort_all?: unknown };
+      // SGLang validates the body as AbortReqInput: only a JSON object with fields of the right types (else 400)
+      const b = parseOrReply(ex, () => parseWire(AbortReqInputSchema, body));
+      if (b === null) return;
       if (b.abort_all === true) s.depsForRoutes.engine.abortAll();
-      else if (typeof b.rid === 'string') s.depsForRoutes.engine.abort(b.rid);
+      else if (typeof b.rid === 'string' && b.rid !== '') s.depsForRoutes.engine.abort(b.rid);
       ex.sendText(200, '');
     },
   },
@@ -314,12 +367,14 @@ async function serverInfo(s: HttpServer, ex: Exchange): Promise<void> {
     max_prefill_tokens: info.maxPrefillTokens,
     chunked_prefill_size: info.chunkedPrefillSize,
     page_size: info.pageSize,
+    kv_cache_max_bytes: info.kvCacheMaxBytes ?? null,
     internal_states: [{
       last_gen_throughput: load.genThroughput,
       num_running_reqs: load.numRunningReqs,
       num_queue_reqs: load.numQueueReqs,
       token_usage: load.tokenUsage,
       cache_hit_rate: load.cacheHitRate,
+      kv_cache_committed_bytes: load.kvCacheCommittedBytes ?? null,
     }],
     version: d.version,
   });

@@ -50,6 +50,7 @@ export class ServerMetrics {
     gauge('sglang:num_queue_reqs', 'The number of requests in the waiting queue.', (l) => l.numQueueReqs);
     gauge('sglang:cache_hit_rate', 'The prefix cache hit rate.', (l) => l.cacheHitRate);
     gauge('sglang:num_retracted_reqs', 'The number of retracted requests.', (l) => l.numRetractedReqs);
+    gauge('sglang:kv_cache_committed_bytes', 'Bytes of KV cache pool memory committed so far (tsglang: the pool is committed as it fills).', (l) => l.kvCacheCommittedBytes ?? 0);
   }
 
   /** Counts a request as received (`sglang:num_requests_total`). */

@@ -1,8 +1,11 @@
 // Helpers shared by the serving_* handlers: request ids, wire→engine sampling params, aggregation of engine
 // outputs per choice, logprob conversion. No HTTP here.
 import { randomUUID } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
+import { InvalidRequestError } from '../common/index.js';
 import type { FinishReason, GenerateOutput, SamplingParamsInput } from '../engine/index.js';
 import { usageInfo } from '../protocol/index.js';
+import { MAX_SAMPLES_PER_REQUEST } from '../sampling/index.js';
 import type { OpenAIFinishReason, UsageInfo, WireFinishReason } from '../protocol/index.js';
 
 /**
@@ -195,12 +198,35 @@ export function wireFinishReason(f: FinishReason | null): WireFinishReason {
 }
 
 /**
+ * The most engine requests one HTTP request may fan out to: prompts of a batch × `n` samples each (/generate,
+ * /v1/completions, and `n` of /v1/chat/completions). SGLang has no such limit; tsglang's keeps one request from
+ * taking the server's memory and queue (a 20,000-prompt batch, or `n: 100000`): past it the request is refused
+ * with a 400 before any work starts (sampling/MAX_SAMPLES_PER_REQUEST, 4096, also bounds `n` in the engine).
+ */
+export const MAX_REQUEST_FANOUT = MAX_SAMPLES_PER_REQUEST;
+
+/**
+ * Refuses a request that would fan out to more than {@link MAX_REQUEST_FANOUT} engine requests.
+ * @param numPrompts prompts in the batch (1 for a single prompt)
+ * @param n samples per prompt (the largest when they differ)
+ * @throws InvalidRequestError (400) naming both counts
+ */
+export function checkFanout(numPrompts: number, n: number): void {
+  if (numPrompts * n > MAX_REQUEST_FANOUT) {
+    const what = numPrompts > 1 ? `${numPrompts} prompts × n=${n} = ${numPrompts * n} samples` : `n=${n} samples`;
+    throw new InvalidRequestError(`The request asks for ${what}; tsglang serves at most ${MAX_REQUEST_FANOUT} samples per request (prompts × n). Split the batch into several requests.`, numPrompts > 1 ? 'text' : 'n');
+  }
+}
+
+/**
  * An AbortController that also aborts when `signal` does (the client disconnects). A batch handler gives its signal
  * to every prompt's request and to mergeAsync, which aborts it when one prompt fails, so the others stop instead of
- * running on for a response that is already an error.
+ * running on for a response that is already an error. Its signal takes any number of listeners (one per prompt of
+ * a batch) without Node's MaxListenersExceededWarning.
  */
 export function childAbortController(signal: AbortSignal): AbortController {
   const child = new AbortController();
+  setMaxListeners(0, child.signal);
   if (signal.aborted) child.abort();
   else signal.addEventListener('abort', () => child.abort(), { once: true });
   return child;
@@ -208,22 +234,42 @@ export function childAbortController(signal: AbortSignal): AbortController {
 
 /**
  * Merges several async iterables, yielding items as they arrive (for batch prompts fanned out to the engine).
- * An error of any source ends the merge with that error.
+ * Each source has at most one `next()` in flight; a settled one is queued for the consumer, so every item costs O(1)
+ * whatever the number of sources (no Promise.race over all of them, which leaves a reaction on every pending source
+ * per item: quadratic memory for a large batch). An error of any source ends the merge with that error.
  * @param cancel aborted when the merge ends early (a source threw, whenever that happens, or the consumer stopped
  *   iterating), so a batch's other prompts stop instead of running on for a response that is already an error
  */
 export async function* mergeAsync<T>(sources: readonly AsyncIterable<T>[], cancel?: AbortController): AsyncGenerator<T> {
   const iters = sources.map((s) => s[Symbol.asyncIterator]());
-  const pending = new Map<number, Promise<{ i: number; r: IteratorResult<T> }>>();
-  const pull = (i: number) => pending.set(i, iters[i].next().then((r) => ({ i, r })));
+  type Settled = { i: number; r: IteratorResult<T> } | { i: number; err: unknown };
+  const ready: Settled[] = [];
+  let head = 0;
+  let wake: (() => void) | null = null;
+  const settle = (s: Settled): void => {
+    ready.push(s);
+    const w = wake;
+    wake = null;
+    w?.();
+  };
+  const pull = (i: number): void => {
+    iters[i].next().then((r) => settle({ i, r }), (err: unknown) => settle({ i, err }));
+  };
   iters.forEach((_, i) => pull(i));
+  let active = iters.length;
   let drained = false;
   try {
-    while (pending.size > 0) {
-      const { i, r } = await Promise.race(pending.values());
-      if (r.done) { pending.delete(i); continue; }
-      pull(i);
-      yield r.value;
+    while (active > 0) {
+      if (head === ready.length) {
+        await new Promise<void>((resolve) => { wake = resolve; });
+        continue;
+      }
+      const s = ready[head++];
+      if (head > 1024 && head * 2 > ready.length) { ready.splice(0, head); head = 0; }
+      if ('err' in s) throw s.err;
+      if (s.r.done) { active--; continue; }
+      pull(s.i);
+      yield s.r.value;
     }
     drained = true;
   } finally {

@@ -14,7 +14,7 @@ import type { Exchange, ServerDeps } from './context.js';
 import type { ChatDelta, ChatParseRequest } from './chat_output.js';
 import { abortHttpError, parseOrReply, toHttpError } from './http_errors.js';
 import {
-  WEIGHT_VERSION, collectChoices, matchedStop, newRid, nowSeconds, openaiFinishReason, openaiSamplingParams, sampleIds, usageOfChoices,
+  WEIGHT_VERSION, checkFanout, collectChoices, matchedStop, newRid, nowSeconds, openaiFinishReason, openaiSamplingParams, sampleIds, usageOfChoices,
   type ChoiceResult,
 } from './request_utils.js';
 
@@ -49,6 +49,7 @@ export async function handleChatCompletion(deps: ServerDeps, ex: Exchange, body:
   // the response id is the engine request's id (SGLang's meta_info.id: the rid, a bare uuid hex unless given)
   const rid = req.rid ?? newRid();
   const n = req.n ?? 1;
+  if (parseOrReply(ex, () => { checkFanout(1, n); return true; }, (err) => toHttpError(err)) === null) return; // before any per-sample work
   const idOf = sampleIds(rid, n);
   const model = req.model;
   const parseReq: ChatParseRequest = {

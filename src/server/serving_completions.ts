@@ -8,7 +8,7 @@ import type { Tokenizer } from '../tokenizer/index.js';
 import type { Exchange, ServerDeps } from './context.js';
 import { abortHttpError, parseOrReply, toHttpError } from './http_errors.js';
 import {
-  WEIGHT_VERSION, emptyChoice, accumulate, childAbortController, matchedStop, mergeAsync, newRid, nowSeconds, openaiFinishReason,
+  WEIGHT_VERSION, emptyChoice, accumulate, checkFanout, childAbortController, matchedStop, mergeAsync, newRid, nowSeconds, openaiFinishReason,
   openaiSamplingParams, usageOfChoices, type ChoiceResult,
 } from './request_utils.js';
 
@@ -88,6 +88,7 @@ export async function handleCompletion(deps: ServerDeps, ex: Exchange, body: unk
   const batchAbort = childAbortController(ex.signal);
   try {
     if (isEmptyPrompt(p)) throw new InvalidRequestError('Prompt cannot be empty', 'prompt');
+    checkFanout(prompts.length, n);
     const modelDefaults = deps.config.samplingDefaults === 'model' ? deps.engine.info.defaultSamplingParams : null;
     const samplingParams = openaiSamplingParams(req, req.max_tokens ?? null, modelDefaults);
     // SGLang serving_completions: echo with logprobs > 0 asks for the prompt's logprobs too (logprob_start_len 0)

@@ -8,7 +8,7 @@ import type { GenerateOutput, SamplingParamsInput } from '../engine/index.js';
 import type { Tokenizer } from '../tokenizer/index.js';
 import type { Exchange, ServerDeps } from './context.js';
 import { abortHttpError, parseOrReply, toGenerateHttpError } from './http_errors.js';
-import { WEIGHT_VERSION, accumulate, childAbortController, emptyChoice, mergeAsync, newRid, wireFinishReason, type ChoiceResult } from './request_utils.js';
+import { WEIGHT_VERSION, accumulate, checkFanout, childAbortController, emptyChoice, mergeAsync, newRid, wireFinishReason, type ChoiceResult } from './request_utils.js';
 
 /**
  * Native sampling params (snake_case) → engine params. Grammar-constrained fields are refused.
@@ -116,6 +116,7 @@ export async function handleGenerate(deps: ServerDeps, ex: Exchange, body: unkno
     numSamples = spList.map((p) => p?.n ?? preferred?.n ?? 1);
     choiceOffset = [0];
     for (let i = 1; i < spList.length; i++) choiceOffset.push(choiceOffset[i - 1] + numSamples[i - 1]);
+    checkFanout(inputs.length, numSamples.reduce((a, b) => Math.max(a, typeof b === 'number' ? b : 1), 1));
     const stream = req.stream === true;
     if (deps.config.logRequests) deps.logger.info(`Receive: obj=GenerateReqInput(rid=${rids.join(',')}, batch=${inputs.length}, stream=${stream})`);
     const sources = inputs.map((input, i) => {

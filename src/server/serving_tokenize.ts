@@ -3,7 +3,8 @@
 // worker when serving: never the BPE on this thread); detokenizing uses the server's tokenizer. No model work.
 import { InvalidRequestError } from '../common/index.js';
 import type { Exchange, ServerDeps } from './context.js';
-import { errorResponse, toHttpError } from './http_errors.js';
+import { errorResponse, parseOrReply, toHttpError } from './http_errors.js';
+import { TokenizeRequestSchema, parseWire } from '../protocol/index.js';
 
 function sendError(ex: Exchange, err: unknown): void {
   const e = toHttpError(err);
@@ -18,10 +19,11 @@ function sendError(ex: Exchange, err: unknown): void {
  */
 export async function handleTokenize(deps: ServerDeps, ex: Exchange, body: unknown): Promise<void> {
   const { engine } = deps;
-  const b = (body ?? {}) as { prompt?: unknown; add_special_tokens?: unknown };
+  // SGLang's TokenizeRequest: `prompt` (str | list[str]) is required, there is no `messages` (README: /v1/tokenize)
+  const b = parseOrReply(ex, () => parseWire(TokenizeRequestSchema, body));
+  if (b === null) return;
   const single = typeof b.prompt === 'string';
-  const prompts = single ? [b.prompt as string] : Array.isArray(b.prompt) && b.prompt.every((p) => typeof p === 'string') ? (b.prompt as string[]) : null;
-  if (!prompts) { sendError(ex, new InvalidRequestError('prompt must be a string or a list of strings', 'prompt')); return; }
+  const prompts = single ? [b.prompt as string] : (b.prompt as string[]);
   let toks: number[][];
   try {
     toks = await engine.tokenize(prompts, b.add_special_tokens !== false, ex.signal);
