@@ -15,7 +15,7 @@ import type { TinyCheckpointOptions } from '../executor/index.js';
 import { tinyTokenizerSpec, writeTinyTokenizer } from '../tokenizer/index.js';
 
 /** Directory name of the embedded model (bump the version when its content changes). */
-export const EMBEDDED_MODEL_NAME = 'tiny-minimax-m2-v2';
+export const EMBEDDED_MODEL_NAME = 'tiny-minimax-m2-v3';
 
 /**
  * Context length of the embedded model: room for the seed examples (max_tokens 2048 plus the prompt) while a chat

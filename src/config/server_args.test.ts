@@ -65,10 +65,8 @@ test('parse errors name the flag', () => {
 test('flags whose feature is not built stop start-up with a message saying so', () => {
   const dir = mkdtempSync(join(tmpdir(), 'tsglang-args-'));
   const cases: [string[], RegExp][] = [
-    [['--tp', '4'], /tensor parallelism \(--tp-size 4.*not supported by tsglang yet/],
-    [['--dp', '8', '--tp', '8', '--enable-dp-attention'], /tensor parallelism/],
+    [['--dp', '8', '--tp', '8', '--enable-dp-attention'], /data parallelism \(--dp-size 8 with --enable-dp-attention\).*not supported by tsglang yet/],
     [['--dp', '2'], /data parallelism \(--dp-size 2\)/],
-    [['--ep', '8'], /expert parallelism/],
     [['--speculative-algorithm', 'EAGLE', '--speculative-num-steps', '3'], /speculative decoding/],
     [['--speculative-num-steps', '3'], /speculative decoding/],
     [['--disaggregation-mode', 'prefill'], /prefill\/decode disaggregation/],
@@ -83,6 +81,17 @@ test('flags whose feature is not built stop start-up with a message saying so', 
     const p = parseServerArgs(['--model-path', dir, ...argv]);
     assert.throws(() => validateServerArgs(p.args, p.given, 2), (e: unknown) => e instanceof UnsupportedFeatureError && re.test(e.message), argv.join(' '));
   }
+});
+
+test('--tp / --ep are accepted (ranks are threads); ep_size must divide tp_size; more ranks than cores get a notice', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'tsglang-args-'));
+  const check = (argv: string[]) => {
+    const p = parseServerArgs(['--model-path', dir, ...argv]);
+    return validateServerArgs(p.args, p.given, 2);
+  };
+  assert.deepEqual(check(['--tp', '2']).notices, []);
+  assert.match(check(['--tp', '8', '--ep', '8']).notices.join('\n'), /--tp-size 8 runs 8 rank threads on 2 CPU core\(s\)/);
+  assert.throws(() => check(['--tp', '4', '--ep', '3']), /argument --ep-size: must divide --tp-size: tp_size % ep_size == 0 is required, got 4 % 3 = 1/);
 });
 
 test('value checks and accepted GPU knobs with notices', () => {

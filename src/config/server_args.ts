@@ -345,9 +345,10 @@ export function validateServerArgs(a: Readonly<ServerArgs>, given: ReadonlySet<s
     throw badArg('chat-template', `'${a.chatTemplate}' is not a file (tsglang takes a path to a Jinja template)`);
   }
   // features not built
-  if (a.tpSize > 1) notBuilt(`tensor parallelism (--tp-size ${a.tpSize}; this machine has ${machineCpus} CPU core(s) and tsglang runs tp_size = 1)`);
+  // TP/EP ranks are worker threads (executor/tp_runner.ts); the model checks that its heads / experts split (at load).
+  if (a.tpSize % a.epSize !== 0) throw badArg('ep-size', `must divide --tp-size: tp_size % ep_size == 0 is required, got ${a.tpSize} % ${a.epSize} = ${a.tpSize % a.epSize}`);
+  if (a.tpSize > machineCpus) notices.push(`--tp-size ${a.tpSize} runs ${a.tpSize} rank threads on ${machineCpus} CPU core(s): ranks share cores (slower, same results)`);
   if (a.dpSize > 1) notBuilt(`data parallelism (--dp-size ${a.dpSize}${a.enableDpAttention ? ' with --enable-dp-attention' : ''})`);
-  if (a.epSize > 1) notBuilt(`expert parallelism (--ep-size ${a.epSize})`);
   if (a.ppSize > 1) notBuilt(`pipeline parallelism (--pp-size ${a.ppSize})`);
   if (a.nnodes > 1) notBuilt(`multi-node serving (--nnodes ${a.nnodes})`);
   if (a.enablePrefillCp || a.attnCpSize > 1) notBuilt('prefill context parallelism (--enable-prefill-cp / --attn-cp-size)');

@@ -48,6 +48,11 @@ export interface EngineSlice {
   readonly allowAutoTruncate: boolean;
   readonly skipTokenizerInit: boolean;
   readonly numThreads?: number;
+  /** --tp-size / --ep-size (ranks are worker threads of the engine core). */
+  readonly tpSize: number;
+  readonly epSize: number;
+  /** --dist-timeout, seconds (null = the default 30 minutes). */
+  readonly distTimeout: number | null;
   readonly logLevel: string;
 }
 
@@ -104,6 +109,9 @@ export function engineSlice(a: Readonly<ServerArgs>, modelPath: string): EngineS
     allowAutoTruncate: a.allowAutoTruncate,
     skipTokenizerInit: a.skipTokenizerInit,
     ...(a.numThreads !== null ? { numThreads: a.numThreads } : {}),
+    tpSize: a.tpSize,
+    epSize: a.epSize,
+    distTimeout: a.distTimeout,
     logLevel: a.logLevel,
   });
 }

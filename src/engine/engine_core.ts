@@ -7,10 +7,10 @@ import { Logger, SILENT_LOGGER, TsglangError, UnsupportedFeatureError } from '..
 import { deriveContextLength, loadModelConfig, readKernelEnv, type KernelEnv } from '../config/index.js';
 import { CacheManager, Scheduler, type StepStats } from '../scheduler/index.js';
 import { ChunkCache, KVPool, RadixCache, ReqToTokenPool, TokenToKVPoolAllocator } from '../mem_cache/index.js';
-import { ModelRunner, planMemory, readAvailableMemoryBytes, type ForwardModel } from '../executor/index.js';
+import { ModelRunner, launchTpRanks, planMemory, readAvailableMemoryBytes, type ForwardModel, type TpLaunch } from '../executor/index.js';
 import { createOps, loadNativeAddon } from '../kernels/index.js';
 import { setSamplerKernels } from '../sampling/index.js';
-import { loadModel } from '../models/index.js';
+import { loadModel, type LoadedModel } from '../models/index.js';
 import { loadTokenizer, type Tokenizer } from '../tokenizer/index.js';
 import { DetokenizerManager } from './detokenizer_manager.js';
 import type { FromCoreMsg, ToCoreMsg } from './messages.js';
@@ -44,6 +44,25 @@ export function installNativeSampling(env: KernelEnv = readKernelEnv()): boolean
   if (!addon?.argmaxF32 || !addon.scaleMaxF32 || !addon.expShiftSum || !addon.expProbs || !addon.selectAtLeast) return false;
   setSamplerKernels({ argmax: addon.argmaxF32, scaleMax: addon.scaleMaxF32, expShiftSum: addon.expShiftSum, expProbs: addon.expProbs, selectAtLeast: addon.selectAtLeast });
   return true;
+}
+
+/**
+ * Loads a model under TP/EP: ranks 1..tp-1 start as worker threads (executor/tp_runner.ts), each reading its shard;
+ * rank 0's shard loads here and its model fans every step out to the ranks.
+ * @throws InvalidRequestError for a layout the model does not split into; ModelLoadError naming a failed rank
+ */
+function loadTpModel(options: EngineOptions, logger: Logger): TpLaunch {
+  const tp = options.tpSize ?? 1;
+  return launchTpRanks({
+    modelPath: options.modelPath,
+    overrides: options.jsonModelOverrideArgs ?? {},
+    tpSize: tp,
+    epSize: options.epSize ?? 1,
+    ...(options.numThreads !== undefined ? { threadsPerRank: options.numThreads } : {}),
+    ...(options.kernelEnv ? { kernelEnv: options.kernelEnv } : {}),
+    ...(options.distTimeout ? { timeoutMs: options.distTimeout * 1000 } : {}),
+    logger,
+  });
 }
 
 /** Decode steps between "Decode batch." log lines (SGLang --decode-log-interval default). */
@@ -112,11 +131,19 @@ export class EngineCore {
     let cm: CoreModel;
     /** KV-cache storage from the model's backend (huge pages on the native one); plain arrays for an injected model. */
     let kvAlloc: ((n: number) => Float32Array) | undefined;
+    const tpSize = options.tpSize ?? 1;
     if (injected) cm = injected;
     else {
-      const ops = createOps({ ...(options.numThreads !== undefined ? { threads: options.numThreads } : {}), ...(options.kernelEnv ? { env: options.kernelEnv } : {}) });
-      kvAlloc = (n) => ops.allocateKvBuffer(n);
-      const loaded = loadModel(options.modelPath, { ops, overrides: options.jsonModelOverrideArgs ?? {}, logger });
+      let loaded: { model: ForwardModel; config: LoadedModel['config'] };
+      if (tpSize > 1) {
+        const launch = loadTpModel(options, logger);
+        loaded = { model: launch.model, config: launch.rank0.config };
+        kvAlloc = launch.allocKv;
+      } else {
+        const ops = createOps({ ...(options.numThreads !== undefined ? { threads: options.numThreads } : {}), ...(options.kernelEnv ? { env: options.kernelEnv } : {}) });
+        kvAlloc = (n) => ops.allocateKvBuffer(n);
+        loaded = loadModel(options.modelPath, { ops, overrides: options.jsonModelOverrideArgs ?? {}, logger });
+      }
       const gen = tokenizer?.eosTokenIds ?? [];
       const cfgEos = loaded.config.raw['eos_token_id'];
       const eos = gen.length > 0 ? gen : Array.isArray(cfgEos) ? (cfgEos as number[]) : typeof cfgEos === 'number' ? [cfgEos] : [];
@@ -134,7 +161,8 @@ export class EngineCore {
     const contextLength = checkedContext ?? deriveContextLength(cm.maxPositionEmbeddings, options.contextLength, warnContext);
     const maxPrefillTokens = options.maxPrefillTokens ?? DEFAULT_MAX_PREFILL_TOKENS;
     const layout = cm.model.kvPoolLayout();
-    const kvBytesPerToken = layout.numLayers * layout.buffers.reduce((s, b) => s + b.width, 0) * 4;
+    // Every TP rank holds a KV pool of this layout (its heads; MLA's latent replicated) in this process's memory.
+    const kvBytesPerToken = layout.numLayers * layout.buffers.reduce((s, b) => s + b.width, 0) * 4 * tpSize;
     const plan = planMemory({
       totalMemBytes: memBefore,
       availableAfterLoadBytes: Math.min(memAfter, memBefore),
@@ -249,6 +277,7 @@ export class EngineCore {
         this.scheduler.abortAll();
         this.runOneStep();
         this.stopped = true;
+        this.scheduler.runner.model.close?.(); // TP: every rank leaves its loop
         return;
     }
   }

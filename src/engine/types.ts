@@ -131,8 +131,14 @@ export interface EngineOptions {
   readonly allowAutoTruncate?: boolean;
   /** --skip-tokenizer-init: inputIds only, outputs ids only. */
   readonly skipTokenizerInit?: boolean;
-  /** Compute threads for the model kernels (default 1). */
+  /** Compute threads for the model kernels (per TP rank; default: the cores, divided by tp_size under TP). */
   readonly numThreads?: number;
+  /** --tp-size: tensor-parallel ranks, worker threads of the engine core (default 1). */
+  readonly tpSize?: number;
+  /** --ep-size: expert-parallel size inside the TP group (default 1; must divide tpSize). */
+  readonly epSize?: number;
+  /** --dist-timeout, seconds: how long a rank waits for its peers (default 1800, torch.distributed's). */
+  readonly distTimeout?: number | null;
   /** Kernel environment variables (config's readKernelEnv(); default: read when the model loads). */
   readonly kernelEnv?: KernelEnv;
   /** Run scheduler + model in a worker thread (default true; tests use false = in-process). */

@@ -3,3 +3,6 @@ export {};
 export * from './model_runner.js';
 export * from './tiny_weights.js';
 export * from './memory_plan.js';
+export * from './step_codec.js';
+export * from './rank_channel.js';
+export * from './tp_runner.js';

@@ -10,6 +10,8 @@ export interface ForwardModel {
   kvPoolLayout(): KVPoolLayout;
   /** @returns logits [numLogitRows, vocabSize] f32 of batch.logitRows */
   forward(batch: ForwardBatch): ForwardOutput;
+  /** Releases what the model holds beyond memory (TP: stops the rank threads). Optional; idempotent. */
+  close?(): void;
 }
 
 /** A logits row that must be sampled. */

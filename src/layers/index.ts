@@ -16,3 +16,4 @@ export * from './attention/cpu_backend.js';
 export * from './attention/radix_attention.js';
 export * from './moe/router.js';
 export * from './moe/experts.js';
+export * from './parallel.js';

@@ -7,32 +7,40 @@ import { InvalidRequestError, ModelLoadError } from '../common/index.js';
 import type { ModelConfig } from '../config/index.js';
 import type { ExpertWeights, Ops, SparseKeys, Weight } from '../kernels/index.js';
 import {
-  DsaIndexer, FusedMoE, LogitsProcessor, MlaAttention, ParallelLMHead, VocabEmbedding,
-  biasedGroupedTopK, deepseekRopeParams, deepseekRotaryTable, deepseekSoftmaxScale,
+  DsaIndexer, FusedMoE, LogitsProcessor, MlaAttention, ParallelLMHead, SINGLE_RANK, VocabEmbedding,
+  biasedGroupedTopK, deepseekRopeParams, deepseekRotaryTable, deepseekSoftmaxScale, expertRange, qHeadRange, tpAllReduce,
 } from '../layers/index.js';
-import type { ForwardBatch, ForwardOutput, GroupedTopKConfig, MlaExtendForm } from '../layers/index.js';
+import type { ForwardBatch, ForwardOutput, GroupedTopKConfig, MlaExtendForm, ParallelGroups } from '../layers/index.js';
 import type { KVPoolLayout } from '../mem_cache/index.js';
 import type { CausalLM, CreateModelOptions, ModelDefinition } from './model_base.js';
 import { deepseekExpectedTensors, deepseekKvPoolLayout, isMoeLayer, layerReusesTopK, parseDeepseekConfig } from './deepseek_v32_config.js';
 import type { DeepseekConfig } from './deepseek_v32_config.js';
+import { deepseekShards } from './tp_shards.js';
 import type { WeightStore } from './weights.js';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Layers
 
-/** SwiGLU MLP: down(silu(gate(x)) ⊙ up(x)) (model-spec.md §1.6). */
+/**
+ * SwiGLU MLP: down(silu(gate(x)) ⊙ up(x)) (model-spec.md §1.6). Under TP a dense MLP is column-parallel gate/up and
+ * row-parallel down + all-reduce (`p`); the shared experts are replicated (p = SINGLE_RANK, no reduction).
+ */
 class GatedMlp {
-  constructor(private readonly ops: Ops, private readonly w: ExpertWeights) {}
+  constructor(private readonly ops: Ops, private readonly w: ExpertWeights, private readonly p: ParallelGroups = SINGLE_RANK) {}
 
   /** @param x [numTokens, D] f32 @returns [numTokens, D] f32 */
   forward(x: Float32Array, numTokens: number): Float32Array {
     const gate = this.ops.matmul(x, numTokens, this.w.gate);
     const up = this.ops.matmul(x, numTokens, this.w.up);
-    return this.ops.matmul(this.ops.siluAndMul(gate, up, gate), numTokens, this.w.down);
+    return tpAllReduce(this.p, this.ops.matmul(this.ops.siluAndMul(gate, up, gate), numTokens, this.w.down));
   }
 }
 
-/** Routed experts (grouped top-k router in f32) plus the shared experts (model-spec.md §3.9). */
+/**
+ * Routed experts (grouped top-k router in f32) plus the shared experts (model-spec.md §3.9). Under TP/EP the router is
+ * replicated, the rank runs its experts' shares and the routed sum is all-reduced before the (replicated) shared
+ * experts are added, the order of the one-rank sum.
+ */
 class DeepseekMoE {
   constructor(
     private readonly ops: Ops,
@@ -41,13 +49,14 @@ class DeepseekMoE {
     private readonly experts: FusedMoE,
     private readonly shared: GatedMlp | null,
     private readonly routing: GroupedTopKConfig,
+    private readonly p: ParallelGroups,
   ) {}
 
   /** @param x [numTokens, D] f32 @returns y [numTokens, D] f32 and the routed ids [numTokens, topK] */
   forward(x: Float32Array, numTokens: number): { y: Float32Array; topKIds: Int32Array } {
     const routerLogits = this.ops.matmul(x, numTokens, this.gate); // [T, E] f32
     const { topKIds, topKWeights } = biasedGroupedTopK(routerLogits, numTokens, this.experts.numExperts, this.bias, this.routing);
-    const y = this.experts.forward(x, numTokens, topKIds, topKWeights, this.routing.topK);
+    const y = tpAllReduce(this.p, this.experts.forward(x, numTokens, topKIds, topKWeights, this.routing.topK));
     if (this.shared) this.ops.add(y, this.shared.forward(x, numTokens), y);
     return { y, topKIds };
   }
@@ -69,6 +78,7 @@ class DeepseekDecoderLayer {
     private readonly postAttentionLayernorm: Float32Array,
     private readonly mlp: GatedMlp | DeepseekMoE,
     private readonly eps: number,
+    private readonly p: ParallelGroups,
   ) {}
 
   /**
@@ -85,7 +95,7 @@ class DeepseekDecoderLayer {
     const a = this.ops.rmsNorm(x, T, D, this.inputLayernorm, this.eps);
     const onSel = observer?.indexer ? (row: number, keys: Int32Array): void => observer.indexer!(this.layerId, row, keys) : undefined;
     const { out, keys } = this.attn.forward(a, batch, kvLayer, onSel, sharedKeys);
-    this.ops.add(x, out, x);
+    this.ops.add(x, tpAllReduce(this.p, out), x); // o_proj is row-parallel
     const m = this.ops.rmsNorm(x, T, D, this.postAttentionLayernorm, this.eps);
     if (this.mlp instanceof DeepseekMoE) {
       const { y, topKIds } = this.mlp.forward(m, T);
@@ -221,6 +231,7 @@ function buildLayer(cfg: DeepseekConfig, layerId: number, w: WeightStore, opts: 
     }, deepseekRopeParams(table, 'neox'));
   }
   const hasQLora = cfg.qLoraRank !== null;
+  const par = opts.parallel ?? SINGLE_RANK;
   const attn = new MlaAttention(ops, {
     qAProj: hasQLora ? w.get(p + 'self_attn.q_a_proj.weight') : null,
     qALayernorm: hasQLora ? w.f32(p + 'self_attn.q_a_layernorm.weight') : null,
@@ -229,7 +240,7 @@ function buildLayer(cfg: DeepseekConfig, layerId: number, w: WeightStore, opts: 
     kvALayernorm: w.f32(p + 'self_attn.kv_a_layernorm.weight'),
     kvBProj: w.get(p + 'self_attn.kv_b_proj.weight'),
     oProj: w.get(p + 'self_attn.o_proj.weight'),
-  }, cfg.mla, {
+  }, { ...cfg.mla, numHeads: qHeadRange(cfg.mla.numHeads, par).count }, {
     hiddenSize: cfg.hiddenSize,
     rmsNormEps: cfg.rmsNormEps,
     scale: deepseekSoftmaxScale(cfg.mla.qkNopeHeadDim + cfg.mla.qkRopeHeadDim, cfg.ropeScaling),
@@ -239,8 +250,9 @@ function buildLayer(cfg: DeepseekConfig, layerId: number, w: WeightStore, opts: 
   const expert = (q: string): ExpertWeights => ({ gate: w.get(`${q}.gate_proj.weight`), up: w.get(`${q}.up_proj.weight`), down: w.get(`${q}.down_proj.weight`) });
   let mlp: GatedMlp | DeepseekMoE;
   if (isMoeLayer(cfg, layerId)) {
-    const experts: ExpertWeights[] = [];
-    for (let e = 0; e < cfg.numRoutedExperts; e++) experts.push(expert(`${p}mlp.experts.${e}`));
+    const experts: (ExpertWeights | null)[] = [];
+    const local = expertRange(cfg.numRoutedExperts, par);
+    for (let e = 0; e < cfg.numRoutedExperts; e++) experts.push(e >= local.start && e < local.start + local.count ? expert(`${p}mlp.experts.${e}`) : null);
     mlp = new DeepseekMoE(
       ops,
       w.get(p + 'mlp.gate.weight'),
@@ -248,11 +260,12 @@ function buildLayer(cfg: DeepseekConfig, layerId: number, w: WeightStore, opts: 
       new FusedMoE(experts, cfg.hiddenSize, ops),
       cfg.numSharedExperts > 0 ? new GatedMlp(ops, expert(`${p}mlp.shared_experts`)) : null,
       cfg.routing,
+      par,
     );
   } else {
-    mlp = new GatedMlp(ops, expert(`${p}mlp`));
+    mlp = new GatedMlp(ops, expert(`${p}mlp`), par);
   }
-  return new DeepseekDecoderLayer(ops, layerId, w.f32(p + 'input_layernorm.weight'), attn, w.f32(p + 'post_attention_layernorm.weight'), mlp, cfg.rmsNormEps);
+  return new DeepseekDecoderLayer(ops, layerId, w.f32(p + 'input_layernorm.weight'), attn, w.f32(p + 'post_attention_layernorm.weight'), mlp, cfg.rmsNormEps, par);
 }
 
 /**
@@ -262,8 +275,9 @@ function buildLayer(cfg: DeepseekConfig, layerId: number, w: WeightStore, opts: 
 export function createDeepseekModel(config: ModelConfig, weights: WeightStore, opts: DeepseekModelOptions): DeepseekV32ForCausalLM {
   const cfg = parseDeepseekConfig(config);
   const ops = opts.ops;
-  const embed = new VocabEmbedding(weights.get('model.embed_tokens.weight'), ops);
-  const lmHead = new ParallelLMHead(weights.get(cfg.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight'), ops);
+  const par = opts.parallel ?? SINGLE_RANK;
+  const embed = new VocabEmbedding(weights.get('model.embed_tokens.weight'), ops, par, cfg.vocabSize);
+  const lmHead = new ParallelLMHead(weights.get(cfg.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight'), ops, par, cfg.vocabSize);
   const logits = new LogitsProcessor(cfg.hiddenSize);
   const layers: DeepseekDecoderLayer[] = [];
   for (let l = 0; l < cfg.numLayers; l++) layers.push(buildLayer(cfg, l, weights, opts));
@@ -306,7 +320,7 @@ function deepseekTinyConfig(isV32: boolean, preset: string): Record<string, unkn
     attention_bias: false, attention_dropout: 0.0, bos_token_id: 0, eos_token_id: 1, ep_size: 1,
     first_k_dense_replace: 1, hidden_act: 'silu', hidden_size: 192, initializer_range: 0.02, intermediate_size: 256,
     kv_lora_rank: 64, max_position_embeddings: 163840, moe_intermediate_size: 64, moe_layer_freq: 1, n_group: 4,
-    n_routed_experts: 16, n_shared_experts: 1, norm_topk_prob: true, num_attention_heads: 4, num_experts_per_tok: 4,
+    n_routed_experts: 16, n_shared_experts: 1, norm_topk_prob: true, num_attention_heads: 8, num_experts_per_tok: 4,
     num_hidden_layers: 3, num_key_value_heads: 4, num_nextn_predict_layers: 1, q_lora_rank: 96, qk_nope_head_dim: 32,
     qk_rope_head_dim: 16,
     quantization_config: { activation_scheme: 'dynamic', fmt: 'e4m3', quant_method: 'fp8', scale_fmt: 'ue8m0', weight_block_size: [128, 128] },
@@ -328,6 +342,7 @@ export const DEEPSEEK_V32_DEFINITION: ModelDefinition = {
   architectures: ['DeepseekV32ForCausalLM'],
   tinyArchNames: ['deepseek-v32'],
   expectedTensors: deepseekExpectedTensors,
+  shardTensors: deepseekShards,
   create: (config, weights, options) => createDeepseekModel(config, weights, options),
   tinyConfig: (preset) => deepseekTinyConfig(true, preset),
 };
@@ -337,6 +352,7 @@ export const DEEPSEEK_V3_DEFINITION: ModelDefinition = {
   architectures: ['DeepseekV3ForCausalLM'],
   tinyArchNames: ['deepseek-v3'],
   expectedTensors: deepseekExpectedTensors,
+  shardTensors: deepseekShards,
   create: (config, weights, options) => createDeepseekModel(config, weights, options),
   tinyConfig: (preset) => deepseekTinyConfig(false, preset),
 };

@@ -3,7 +3,8 @@
 // (a bar only on a TTY); every failure is a ModelLoadError naming the file and the tensor.
 import { join } from 'node:path';
 import cliProgress from 'cli-progress';
-import { ModelLoadError, SILENT_LOGGER, numel, toF32 } from '../common/index.js';
+import { ModelLoadError, SILENT_LOGGER, UnsupportedFeatureError, numel, toF32 } from '../common/index.js';
+import { SINGLE_RANK, type ParallelGroups } from '../layers/index.js';
 import type { Logger } from '../common/index.js';
 import { loadModelConfig } from '../config/index.js';
 import type { ModelConfig } from '../config/index.js';
@@ -12,7 +13,7 @@ import type { CausalLM, ModelDefinition } from './model_base.js';
 import { getModelDefinition } from './registry.js';
 import { Checkpoint, SAFETENSORS_INDEX } from './safetensors.js';
 import { WeightStore, scaleInvName } from './weights.js';
-import type { TensorSpec } from './weights.js';
+import type { TensorShard, TensorSpec } from './weights.js';
 
 /** Options of loadModel / loadWeights. */
 export interface LoadOptions {
@@ -22,6 +23,8 @@ export interface LoadOptions {
   /** Show a progress bar (default: only when stderr is a TTY). Never writes to stdout. */
   readonly progress?: boolean;
   readonly logger?: Logger;
+  /** This rank's TP/EP place (default: one rank): only its shards are read (ModelDefinition.shardTensors). */
+  readonly parallel?: ParallelGroups;
 }
 
 /** A loaded model with the config and definition it came from. */
@@ -29,6 +32,8 @@ export interface LoadedModel {
   readonly model: CausalLM;
   readonly config: ModelConfig;
   readonly definition: ModelDefinition;
+  /** Checkpoint bytes this rank read (its shard of the weights, FP8 scales included). */
+  readonly weightBytes: number;
 }
 
 /**
@@ -39,14 +44,19 @@ export interface LoadedModel {
 export function loadModel(modelPath: string, options: LoadOptions): LoadedModel {
   const config = loadModelConfig(modelPath, options.overrides ?? {});
   const definition = getModelDefinition(config);
-  const specs = definition.expectedTensors(config);
+  const parallel = options.parallel ?? SINGLE_RANK;
+  let specs = definition.expectedTensors(config);
+  if (parallel.tpSize > 1) {
+    if (!definition.shardTensors) throw new UnsupportedFeatureError(`architecture ${config.architectures[0] ?? '?'} has no tensor-parallel layout (--tp-size ${parallel.tpSize})`);
+    specs = definition.shardTensors(config, specs, parallel);
+  }
   // A model without tensors (the scripted test architecture) needs no safetensors files.
-  if (specs.length === 0) return { model: definition.create(config, new WeightStore(), { ops: options.ops }), config, definition };
+  if (specs.length === 0) return { model: definition.create(config, new WeightStore(), { ops: options.ops, parallel }), config, definition, weightBytes: 0 };
   const ckpt = Checkpoint.open(modelPath);
   try {
     const weights = loadWeights(ckpt, specs, config, options);
-    const model = definition.create(config, weights, { ops: options.ops });
-    return { model, config, definition };
+    const model = definition.create(config, weights, { ops: options.ops, parallel });
+    return { model, config, definition, weightBytes: weights.bytesLoaded };
   } finally {
     ckpt.close();
   }
@@ -85,11 +95,16 @@ export function loadWeights(ckpt: Checkpoint, specs: readonly TensorSpec[], conf
   const t0 = Date.now();
   try {
     for (const spec of present) {
-      const { info, bytes } = ckpt.read(spec.name, (n) => options.ops.allocateWeightBytes(n));
-      const scale = info.dtype === 'f8_e4m3' ? scaleFor(ckpt, spec, config, where, true) : undefined;
-      if (spec.init === 'norm') checkFinite(toF32(bytes, info.dtype, numel(info.shape)), spec.name, info.file);
-      if (scale) checkFinite(scale.data, scaleInvName(spec.name), ckpt.info(scaleInvName(spec.name))?.file ?? info.file);
-      weights.set(spec.name, options.ops.prepareWeight({ name: spec.name, dtype: info.dtype, shape: info.shape, bytes, scale }));
+      const alloc = (n: number): Uint8Array => options.ops.allocateWeightBytes(n);
+      const sh = spec.shard;
+      const { info, bytes } = sh ? ckpt.readSlice(spec.name, sh.dim, sh.start, sh.count, alloc) : ckpt.read(spec.name, alloc);
+      const full = info.dtype === 'f8_e4m3' ? scaleFor(ckpt, spec, config, where, true) : undefined;
+      const shape = sh ? info.shape.map((d, i) => (i === sh.dim ? sh.count : d)) : info.shape;
+      if (spec.init === 'norm') checkFinite(toF32(bytes, info.dtype, numel(shape)), spec.name, info.file);
+      if (full) checkFinite(full.data, scaleInvName(spec.name), ckpt.info(scaleInvName(spec.name))?.file ?? info.file);
+      const scale = full && sh ? shardBlockScale(full, sh) : full;
+      weights.bytesLoaded += bytes.byteLength + (scale ? scale.data.byteLength : 0);
+      weights.set(spec.name, options.ops.prepareWeight({ name: spec.name, dtype: info.dtype, shape, bytes, scale }));
       bar?.increment();
     }
   } finally {
@@ -113,6 +128,33 @@ function checkFinite(values: Float32Array, tensor: string, file: string): void {
       throw new ModelLoadError(`${file}: tensor '${tensor}' holds ${String(v)} at element ${i}: the checkpoint is corrupt (norm weights and FP8 scales must be finite)`, { file, tensor });
     }
   }
+}
+
+/** gcd of two non-negative integers (gcd(b, 0) = b). */
+function gcd(a: number, b: number): number {
+  while (b !== 0) [a, b] = [b, a % b];
+  return a;
+}
+
+/**
+ * The block scale of a slice of an FP8 weight. A slice starting inside a scale block gets a finer block size, the
+ * gcd of the block size and the slice start, so every block of the slice still lies inside one checkpoint block and
+ * carries its scale: the slice dequantizes to exactly the values of the same elements of the whole tensor.
+ * @param scale the whole tensor's scale ([ceil(N/bn), ceil(K/bk)], block [bn, bk])
+ */
+export function shardBlockScale(scale: BlockScale, shard: TensorShard): BlockScale {
+  const [bn, bk] = scale.blockSize;
+  const [sRows, sCols] = scale.shape;
+  const b = gcd(shard.dim === 0 ? bn : bk, shard.start);
+  const n = Math.ceil(shard.count / b);
+  if (shard.dim === 0) {
+    const data = new Float32Array(n * sCols);
+    for (let i = 0; i < n; i++) data.set(scale.data.subarray(Math.floor((shard.start + i * b) / bn) * sCols, (Math.floor((shard.start + i * b) / bn) + 1) * sCols), i * sCols);
+    return { data, shape: [n, sCols], blockSize: [b, bk] };
+  }
+  const data = new Float32Array(sRows * n);
+  for (let r = 0; r < sRows; r++) for (let j = 0; j < n; j++) data[r * n + j] = scale.data[r * sCols + Math.floor((shard.start + j * b) / bk)];
+  return { data, shape: [sRows, n], blockSize: [bn, b] };
 }
 
 function sameShape(a: readonly number[], b: readonly number[]): boolean {

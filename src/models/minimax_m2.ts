@@ -12,11 +12,12 @@ import type { ModelConfig } from '../config/index.js';
 import type { ExpertWeights, Ops } from '../kernels/index.js';
 import {
   CpuAttentionBackend, FusedMoE, Linear, LogitsProcessor, ParallelLMHead, RMSNorm, RadixAttention, RotaryEmbedding,
-  ScratchBuffers, VocabEmbedding, selectExperts,
+  SINGLE_RANK, ScratchBuffers, VocabEmbedding, expertRange, kvHeadRange, qHeadRange, selectExperts, tpAllReduce, tpRmsNormInPlace,
 } from '../layers/index.js';
-import type { AttentionBackend, ForwardBatch, ForwardOutput, ScoringFunc } from '../layers/index.js';
+import type { AttentionBackend, ForwardBatch, ForwardOutput, ParallelGroups, ScoringFunc } from '../layers/index.js';
 import type { KVPoolLayout } from '../mem_cache/index.js';
 import type { CausalLM, CreateModelOptions, ModelDefinition } from './model_base.js';
+import { miniMaxM2Shards } from './tp_shards.js';
 import type { StoredAs, TensorSpec, WeightStore } from './weights.js';
 
 /** The sizes and switches of a MiniMax-M2 config, validated. */
@@ -135,7 +136,11 @@ export function miniMaxM2Tensors(cfg: ModelConfig): TensorSpec[] {
   return specs;
 }
 
-/** GQA attention with per-layer q/k RMSNorm over all heads and partial NeoX RoPE (model-spec §2.4). */
+/**
+ * GQA attention with per-layer q/k RMSNorm over all heads and partial NeoX RoPE (model-spec §2.4). Under TP the rank
+ * holds its query heads and KV heads (parallel.ts), q/k/v column-parallel, o_proj row-parallel + all-reduce, and the
+ * q/k norms all-reduce their sums of squares (SGLang MiniMaxM2RMSNormTP).
+ */
 class MiniMaxM2Attention {
   private readonly qProj: Linear;
   private readonly kProj: Linear;
@@ -144,8 +149,10 @@ class MiniMaxM2Attention {
   private readonly qNorm: RMSNorm | null;
   private readonly kNorm: RMSNorm | null;
   private readonly attn: RadixAttention;
+  private readonly numHeads: number;
+  private readonly numKvHeads: number;
 
-  constructor(layerId: number, private readonly d: MiniMaxM2Dims, w: WeightStore, private readonly rotary: RotaryEmbedding, ops: Ops) {
+  constructor(layerId: number, private readonly d: MiniMaxM2Dims, w: WeightStore, private readonly rotary: RotaryEmbedding, ops: Ops, private readonly par: ParallelGroups) {
     const p = `model.layers.${layerId}.self_attn`;
     this.qProj = new Linear(w.get(`${p}.q_proj.weight`), ops);
     this.kProj = new Linear(w.get(`${p}.k_proj.weight`), ops);
@@ -153,7 +160,9 @@ class MiniMaxM2Attention {
     this.oProj = new Linear(w.get(`${p}.o_proj.weight`), ops);
     this.qNorm = d.useQkNorm ? new RMSNorm(w.f32(`${p}.q_norm.weight`), d.rmsNormEps, ops) : null;
     this.kNorm = d.useQkNorm ? new RMSNorm(w.f32(`${p}.k_norm.weight`), d.rmsNormEps, ops) : null;
-    this.attn = new RadixAttention(layerId, d.numHeads, d.numKvHeads, d.headDim, d.headDim, 1 / Math.sqrt(d.headDim));
+    this.numHeads = qHeadRange(d.numHeads, par).count;
+    this.numKvHeads = kvHeadRange(d.numKvHeads, par).count;
+    this.attn = new RadixAttention(layerId, this.numHeads, this.numKvHeads, d.headDim, d.headDim, 1 / Math.sqrt(d.headDim));
   }
 
   /**
@@ -163,34 +172,44 @@ class MiniMaxM2Attention {
    */
   forward(x: Float32Array, batch: ForwardBatch, backend: AttentionBackend, s: ScratchBuffers): Float32Array {
     const T = batch.numTokens;
-    const { numHeads, numKvHeads, headDim } = this.d;
+    const { numHeads, numKvHeads } = this;
+    const headDim = this.d.headDim;
     let q = this.qProj.forward(x, T, s.get('attn.q', T * numHeads * headDim)); // [T, Hq·hd]
     let k = this.kProj.forward(x, T, s.get('attn.k', T * numKvHeads * headDim)); // [T, Hkv·hd]
     const v = this.vProj.forward(x, T, s.get('attn.v', T * numKvHeads * headDim)); // [T, Hkv·hd]
-    if (this.qNorm && this.kNorm) {
+    if (this.qNorm && this.kNorm && this.par.tpSize > 1) {
+      tpRmsNormInPlace(this.par, q, T, this.qNorm.weight, this.qNorm.eps); // the RMS of all heads: sums all-reduced
+      tpRmsNormInPlace(this.par, k, T, this.kNorm.weight, this.kNorm.eps);
+    } else if (this.qNorm && this.kNorm) {
       q = this.qNorm.forward(q, T, s.get('attn.qNorm', q.length)); // one RMS over all Hq·hd values of the token
       k = this.kNorm.forward(k, T, s.get('attn.kNorm', k.length));
     }
     this.rotary.apply(q, T, batch.positions, { numHeads, headDim });
     this.rotary.apply(k, T, batch.positions, { numHeads: numKvHeads, headDim });
     const o = this.attn.forward(q, k, v, batch, backend); // [T, Hq·hd]
-    return this.oProj.forward(o, T, s.get('attn.o', T * this.d.hiddenSize));
+    return tpAllReduce(this.par, this.oProj.forward(o, T, s.get('attn.o', T * this.d.hiddenSize)));
   }
 }
 
-/** Sigmoid-routed MoE, bias for selection only, renormalized, no shared expert (model-spec §2.4 MoE). */
+/**
+ * Sigmoid-routed MoE, bias for selection only, renormalized, no shared expert (model-spec §2.4 MoE). Under TP/EP the
+ * router is replicated (every rank selects the same experts), the rank holds its EP block of experts with its moe_tp
+ * share of their FFN width, and the partial outputs are all-reduced over the TP group (SGLang moe_a2a_backend none).
+ */
 class MiniMaxM2SparseMoe {
   private readonly gate: Linear;
   private readonly bias: Float32Array | null;
   private readonly experts: FusedMoE;
 
-  constructor(layerId: number, private readonly d: MiniMaxM2Dims, w: WeightStore, private readonly ops: Ops) {
+  constructor(layerId: number, private readonly d: MiniMaxM2Dims, w: WeightStore, private readonly ops: Ops, private readonly par: ParallelGroups) {
     const p = `model.layers.${layerId}.block_sparse_moe`;
     this.gate = new Linear(w.get(`${p}.gate.weight`), ops);
     this.bias = d.useRoutingBias ? w.f32(`${p}.e_score_correction_bias`) : null;
-    const experts: ExpertWeights[] = [];
+    const experts: (ExpertWeights | null)[] = [];
+    const local = expertRange(d.numExperts, par);
     for (let e = 0; e < d.numExperts; e++) {
-      experts.push({ gate: w.get(`${p}.experts.${e}.w1.weight`), up: w.get(`${p}.experts.${e}.w3.weight`), down: w.get(`${p}.experts.${e}.w2.weight`) });
+      const here = e >= local.start && e < local.start + local.count;
+      experts.push(here ? { gate: w.get(`${p}.experts.${e}.w1.weight`), up: w.get(`${p}.experts.${e}.w3.weight`), down: w.get(`${p}.experts.${e}.w2.weight`) } : null);
     }
     this.experts = new FusedMoE(experts, d.hiddenSize, ops);
   }
@@ -209,7 +228,8 @@ class MiniMaxM2SparseMoe {
       renormalize: true,
       routedScalingFactor: this.d.routedScalingFactor,
     }, this.ops);
-    return { out: this.experts.forward(x, numTokens, topKIds, topKWeights, this.d.topK, s.get('moe.out', numTokens * this.d.hiddenSize)), topKIds };
+    const out = this.experts.forward(x, numTokens, topKIds, topKWeights, this.d.topK, s.get('moe.out', numTokens * this.d.hiddenSize));
+    return { out: tpAllReduce(this.par, out), topKIds };
   }
 }
 
@@ -220,12 +240,12 @@ class MiniMaxM2DecoderLayer {
   readonly postAttentionLayernorm: RMSNorm;
   readonly blockSparseMoe: MiniMaxM2SparseMoe;
 
-  constructor(layerId: number, d: MiniMaxM2Dims, w: WeightStore, rotary: RotaryEmbedding, ops: Ops) {
+  constructor(layerId: number, d: MiniMaxM2Dims, w: WeightStore, rotary: RotaryEmbedding, ops: Ops, par: ParallelGroups) {
     const p = `model.layers.${layerId}`;
     this.inputLayernorm = new RMSNorm(w.f32(`${p}.input_layernorm.weight`), d.rmsNormEps, ops);
-    this.selfAttn = new MiniMaxM2Attention(layerId, d, w, rotary, ops);
+    this.selfAttn = new MiniMaxM2Attention(layerId, d, w, rotary, ops, par);
     this.postAttentionLayernorm = new RMSNorm(w.f32(`${p}.post_attention_layernorm.weight`), d.rmsNormEps, ops);
-    this.blockSparseMoe = new MiniMaxM2SparseMoe(layerId, d, w, ops);
+    this.blockSparseMoe = new MiniMaxM2SparseMoe(layerId, d, w, ops, par);
   }
 }
 
@@ -245,23 +265,26 @@ export class MiniMaxM2ForCausalLM implements CausalLM {
   /**
    * @param weights every tensor of miniMaxM2Tensors(config), loaded
    * @param backend attention backend (default: CpuAttentionBackend over the same ops)
-   * @throws ModelLoadError for an invalid config or a missing weight
+   * @param parallel this rank's TP/EP place (weights: this rank's shards, miniMaxM2Shards)
+   * @throws ModelLoadError for an invalid config or a missing weight; InvalidRequestError for a layout the config
+   *   does not split into
    */
-  constructor(readonly config: ModelConfig, weights: WeightStore, ops: Ops, backend?: AttentionBackend) {
+  constructor(readonly config: ModelConfig, weights: WeightStore, ops: Ops, backend?: AttentionBackend, readonly parallel: ParallelGroups = SINGLE_RANK) {
     this.dims = miniMaxM2Dims(config);
     this.ops = ops;
     const d = this.dims;
-    this.embedTokens = new VocabEmbedding(weights.get('model.embed_tokens.weight'), ops);
+    const par = parallel;
+    this.embedTokens = new VocabEmbedding(weights.get('model.embed_tokens.weight'), ops, par, d.vocabSize);
     const rotary = RotaryEmbedding.standard(d.rotaryDim, d.ropeTheta, 'neox', ops);
-    for (let i = 0; i < d.numLayers; i++) this.layers.push(new MiniMaxM2DecoderLayer(i, d, weights, rotary, ops));
+    for (let i = 0; i < d.numLayers; i++) this.layers.push(new MiniMaxM2DecoderLayer(i, d, weights, rotary, ops, par));
     this.norm = new RMSNorm(weights.f32('model.norm.weight'), d.rmsNormEps, ops);
-    this.lmHead = new ParallelLMHead(weights.get(d.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight'), ops);
+    this.lmHead = new ParallelLMHead(weights.get(d.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight'), ops, par, d.vocabSize);
     this.logitsProcessor = new LogitsProcessor(d.hiddenSize);
     this.backend = backend ?? new CpuAttentionBackend(ops);
   }
 
   kvPoolLayout(): KVPoolLayout {
-    const width = this.dims.numKvHeads * this.dims.headDim;
+    const width = kvHeadRange(this.dims.numKvHeads, this.parallel).count * this.dims.headDim; // this rank's KV heads
     return { numLayers: this.dims.numLayers, buffers: [{ name: 'k', width }, { name: 'v', width }] };
   }
 
@@ -330,11 +353,11 @@ function miniMaxTinyPreset(): Record<string, unknown> {
     max_position_embeddings: 196608,
     model_type: 'minimax_m2',
     mtp_transformer_layers: 1,
-    num_attention_heads: 6,
+    num_attention_heads: 8,
     num_experts_per_tok: 3,
     num_hidden_layers: 2,
     num_key_value_heads: 2,
-    num_local_experts: 12,
+    num_local_experts: 16,
     num_mtp_modules: 3,
     output_router_logits: false,
     qk_norm_type: 'per_layer',
@@ -365,6 +388,7 @@ export const MINIMAX_M2_DEFINITION: ModelDefinition = {
   architectures: ['MiniMaxM2ForCausalLM'],
   tinyArchNames: ['minimax-m2'],
   expectedTensors: miniMaxM2Tensors,
-  create: (config: ModelConfig, weights: WeightStore, options: CreateModelOptions) => new MiniMaxM2ForCausalLM(config, weights, options.ops),
+  create: (config: ModelConfig, weights: WeightStore, options: CreateModelOptions) => new MiniMaxM2ForCausalLM(config, weights, options.ops, undefined, options.parallel),
+  shardTensors: miniMaxM2Shards,
   tinyConfig,
 };

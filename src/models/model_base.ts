@@ -2,7 +2,7 @@
 // and tiny_weights (ModelDefinition). Knows no concrete model.
 import type { ModelConfig } from '../config/index.js';
 import type { Ops } from '../kernels/index.js';
-import type { ForwardBatch, ForwardOutput } from '../layers/index.js';
+import type { ForwardBatch, ForwardOutput, ParallelGroups } from '../layers/index.js';
 import type { KVPoolLayout } from '../mem_cache/index.js';
 import type { TensorSpec, WeightStore } from './weights.js';
 
@@ -24,6 +24,8 @@ export interface CausalLM {
 /** Options for `ModelDefinition.create`. */
 export interface CreateModelOptions {
   readonly ops: Ops;
+  /** This rank's TP/EP place (default: one rank); the weights are then this rank's shards (shardTensors). */
+  readonly parallel?: ParallelGroups;
 }
 
 /** Everything the registry knows about one architecture. */
@@ -37,6 +39,12 @@ export interface ModelDefinition {
    * @throws ModelLoadError naming config.json and the field for an unsupported or inconsistent config
    */
   expectedTensors(config: ModelConfig): TensorSpec[];
+  /**
+   * Under TP/EP (tp_size > 1): the tensors one rank loads — expectedTensors with each split tensor's `shard` set and
+   * tensors the rank does not hold (other ranks' experts) left out. Absent = the architecture has no TP layout.
+   * @throws InvalidRequestError naming --tp-size / --ep-size and the numbers when the config does not split that way
+   */
+  shardTensors?(config: ModelConfig, specs: readonly TensorSpec[], parallel: ParallelGroups): TensorSpec[];
   /** Builds the model from loaded weights (all of expectedTensors present and shape-checked). */
   create(config: ModelConfig, weights: WeightStore, options: CreateModelOptions): CausalLM;
   /**

@@ -104,6 +104,36 @@ export class SafetensorsFile {
     return out;
   }
 
+  /**
+   * Reads the slice [start, start + count) of dimension `dim` of a 1-D or 2-D tensor (a TP shard): one positional
+   * read for rows (dim 0), one per row for columns (dim 1); the rest of the tensor is never read.
+   * @param alloc where the bytes go (default: a new Uint8Array); must return exactly the requested length
+   * @returns the slice's bytes, row-major (shape: the tensor's with dimension `dim` = count)
+   * @throws ModelLoadError naming file and tensor when absent, the slice is outside the tensor, or a read comes up short
+   */
+  readSlice(name: string, dim: 0 | 1, start: number, count: number, alloc: (byteLength: number) => Uint8Array = (n) => new Uint8Array(n)): Uint8Array {
+    const info = this.tensors.get(name);
+    if (!info) throw new ModelLoadError(`${this.path}: no tensor '${name}'`, { file: this.path, tensor: name });
+    if (this.fd === null) throw new ModelLoadError(`${this.path}: file already closed`, { file: this.path, tensor: name });
+    const shape = info.shape;
+    const eb = DTYPE_BYTES[info.dtype];
+    if (shape.length < 1 || shape.length > 2 || (dim === 1 && shape.length !== 2) || start < 0 || count < 0 || start + count > shape[dim]) {
+      throw new ModelLoadError(`${this.path}: tensor '${name}' [${shape.join(', ')}] has no slice [${start}, ${start + count}) of dimension ${dim}`, { file: this.path, tensor: name });
+    }
+    const cols = shape.length === 2 ? shape[1] : 1;
+    if (dim === 0) {
+      const out = alloc(count * cols * eb);
+      readExactly(this.fd, out, info.offset + start * cols * eb, this.path, `tensor '${name}'`, name);
+      return out;
+    }
+    const rows = shape[0];
+    const out = alloc(rows * count * eb);
+    for (let r = 0; r < rows; r++) {
+      readExactly(this.fd, out.subarray(r * count * eb, (r + 1) * count * eb), info.offset + (r * cols + start) * eb, this.path, `tensor '${name}'`, name);
+    }
+    return out;
+  }
+
   /** Closes the file descriptor (idempotent). */
   close(): void {
     if (this.fd !== null) closeSync(this.fd);
@@ -252,6 +282,16 @@ export class Checkpoint {
     const sf = this.where.get(name);
     if (!sf) throw new ModelLoadError(`${this.dir}: checkpoint has no tensor '${name}'`, { file: this.dir, tensor: name });
     return { info: sf.tensors.get(name)!, bytes: sf.read(name, alloc) };
+  }
+
+  /**
+   * Reads a slice of one tensor (SafetensorsFile.readSlice).
+   * @throws ModelLoadError naming the checkpoint and tensor when absent, or file and tensor for a bad slice or short read
+   */
+  readSlice(name: string, dim: 0 | 1, start: number, count: number, alloc?: (byteLength: number) => Uint8Array): { info: TensorInfo; bytes: Uint8Array } {
+    const sf = this.where.get(name);
+    if (!sf) throw new ModelLoadError(`${this.dir}: checkpoint has no tensor '${name}'`, { file: this.dir, tensor: name });
+    return { info: sf.tensors.get(name)!, bytes: sf.readSlice(name, dim, start, count, alloc) };
   }
 
   /** Total bytes of tensor data. */

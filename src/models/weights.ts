@@ -14,6 +14,16 @@ export type StoredAs = 'fp8' | 'bf16' | 'f32';
 /** What random values tiny_weights draws for a tensor (its role). */
 export type InitKind = 'linear' | 'embedding' | 'norm' | 'norm_bias' | 'router_bias';
 
+/**
+ * The part of a tensor one TP/EP rank loads: the slice [start, start + count) of dimension `dim` (0 = rows, the
+ * output features of a linear; 1 = columns, its input features). FP8 block scales follow the slice.
+ */
+export interface TensorShard {
+  readonly dim: 0 | 1;
+  readonly start: number;
+  readonly count: number;
+}
+
 /** One tensor a model expects in its checkpoint. */
 export interface TensorSpec {
   /** Checkpoint name, e.g. `model.layers.0.self_attn.q_proj.weight`. */
@@ -27,6 +37,8 @@ export interface TensorSpec {
    * shape-checks it when present); tiny_weights still writes it.
    */
   readonly optional?: boolean;
+  /** Under TP/EP: the slice this rank loads (`shape` stays the full checkpoint shape); absent = the whole tensor. */
+  readonly shard?: TensorShard;
 }
 
 /** The name of the block-scale tensor of an FP8 weight (`X.weight` → `X.weight_scale_inv`). */
@@ -40,6 +52,8 @@ export function scaleInvName(weightName: string): string {
  */
 export class WeightStore {
   private readonly map = new Map<string, Weight>();
+  /** Checkpoint bytes read into this store (weights and their FP8 scales): the rank's weight bytes. */
+  bytesLoaded = 0;
 
   /** Adds (or replaces) a weight. */
   set(name: string, w: Weight): void {

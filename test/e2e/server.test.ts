@@ -16,7 +16,7 @@ import { iterateSseData } from '../../src/protocol/index.js';
 
 // A stable HOME so the embedded model is generated once per machine, not once per run (content is deterministic).
 const HOME = join(tmpdir(), 'tsglang-e2e-home');
-const MODEL_DIR = join(HOME, '.cache', 'tsglang', 'tiny-minimax-m2-v2');
+const MODEL_DIR = join(HOME, '.cache', 'tsglang', 'tiny-minimax-m2-v3');
 const API_KEY = 'sk-e2e';
 const CONTEXT_LEN = 4096;
 
@@ -280,7 +280,7 @@ test('a client that disconnects aborts its request (the engine has nothing runni
 
 test('flags whose feature is not built stop start-up with a clear message', () => {
   for (const [flags, re] of [
-    [['--tp', '4'], /tensor parallelism \(--tp-size 4/],
+    [['--dp', '2'], /data parallelism \(--dp-size 2/],
     [['--speculative-algorithm', 'EAGLE', '--speculative-num-steps', '3'], /speculative decoding/],
     [['--disaggregation-mode', 'prefill'], /disaggregation/],
   ] as [string[], RegExp][]) {
