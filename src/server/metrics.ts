@@ -37,11 +37,12 @@ export class ServerMetrics {
     this.ttft = new Histogram({ name: 'sglang:time_to_first_token_seconds', help: 'Histogram of time to first token in seconds.', labelNames: ln, buckets: TTFT_BUCKETS, registers: reg });
     this.itl = new Histogram({ name: 'sglang:inter_token_latency_seconds', help: 'Histogram of inter-token latency in seconds.', labelNames: ln, buckets: ITL_BUCKETS, registers: reg });
     this.e2e = new Histogram({ name: 'sglang:e2e_request_latency_seconds', help: 'Histogram of End-to-end request latency in seconds.', labelNames: ln, buckets: E2E_BUCKETS, registers: reg });
-    const labels = this.labels;
+    // Scheduler gauges are exported by TP rank 0 only (SGLang without --enable-metrics-for-all-schedulers), labelled tp_rank.
+    const gaugeLabels = { ...this.labels, tp_rank: '0' };
     const gauge = (name: string, help: string, pick: (l: Awaited<ReturnType<EngineApi['getLoad']>>) => number) =>
       new Gauge({
-        name, help, labelNames: ln, registers: reg,
-        async collect() { this.set(labels, pick(await engine.getLoad())); },
+        name, help, labelNames: ['model_name', 'tp_rank'] as const, registers: reg,
+        async collect() { this.set(gaugeLabels, pick(await engine.getLoad())); },
       });
     gauge('sglang:num_running_reqs', 'The number of running requests.', (l) => l.numRunningReqs);
     gauge('sglang:num_used_tokens', 'The number of used tokens.', (l) => l.numUsedTokens);
