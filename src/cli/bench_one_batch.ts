@@ -16,18 +16,20 @@ import type { OpsBackend } from '../kernels/index.js';
 import { SimpleBatchContext } from '../layers/index.js';
 import { KVPool } from '../mem_cache/index.js';
 import { loadModel } from '../models/index.js';
-import type { CausalLM } from '../models/index.js';
+import { defaultThreadsPerRank, launchTpRanks, type ForwardModel } from '../executor/index.js';
 import { samplerKernels } from '../sampling/index.js';
 import { argmax } from './logits.js';
 
 const USAGE = `usage: tsglang bench-one-batch --model-path DIR [--batch-size B ...] [--input-len L ...] [--output-len N ...]
-                               [--threads T] [--run-name NAME] [--result-filename FILE] [--log-decode-step K]
+                               [--threads T] [--tp-size N] [--ep-size N] [--run-name NAME] [--result-filename FILE] [--log-decode-step K]
 
   --model-path DIR          local Hugging Face checkpoint directory
   --batch-size B ...        batch sizes to sweep (default 1)
   --input-len L ...         prompt lengths to sweep (default 1024)
   --output-len N ...        generated tokens per request, the first from prefill (default 16)
-  --threads T               compute threads (default: available cores)
+  --threads T               compute threads (per TP rank; default: available cores, divided by --tp-size)
+  --tp-size N (--tp)        tensor-parallel ranks, worker threads in this process (default 1)
+  --ep-size N (--ep)        expert-parallel size inside the TP group (default 1; must divide --tp-size)
   --backend auto|native|cpu kernels (default auto: native addon, else the TypeScript reference)
   --run-name NAME           run_name field of the result lines (default "default")
   --result-filename FILE    JSON lines appended here (default result.jsonl; "" to skip)
@@ -43,6 +45,8 @@ export interface BenchOneBatchArgs {
   readonly inputLen: number[];
   readonly outputLen: number[];
   readonly threads: number;
+  readonly tpSize: number;
+  readonly epSize: number;
   readonly backend: OpsBackend;
   readonly runName: string;
   readonly resultFilename: string;
@@ -105,6 +109,10 @@ export function parseBenchOneBatchArgs(argv: readonly string[]): BenchOneBatchAr
         'input-len': { type: 'string', default: '1024' },
         'output-len': { type: 'string', default: '16' },
         threads: { type: 'string' },
+        'tp-size': { type: 'string' },
+        tp: { type: 'string' },
+        'ep-size': { type: 'string' },
+        ep: { type: 'string' },
         backend: { type: 'string', default: 'auto' },
         'run-name': { type: 'string', default: 'default' },
         'result-filename': { type: 'string', default: 'result.jsonl' },
@@ -127,7 +135,16 @@ export function parseBenchOneBatchArgs(argv: readonly string[]): BenchOneBatchAr
     if (!/^\d+$/.test(v)) throw new InvalidRequestError(`--${flag} must be a non-negative integer, got '${v}'`, flag);
     return Number(v);
   };
-  const threads = values.threads === undefined ? defaultThreads(readKernelEnv()) : one('threads');
+  const sizeFlag = (long: string, short: string): number => {
+    const v = values[long] ?? values[short];
+    if (v === undefined) return 1;
+    if (!/^\d+$/.test(String(v)) || Number(v) < 1) throw new InvalidRequestError(`--${long} must be a positive integer, got '${String(v)}'`, long);
+    return Number(v);
+  };
+  const tpSize = sizeFlag('tp-size', 'tp');
+  const epSize = sizeFlag('ep-size', 'ep');
+  if (tpSize % epSize !== 0) throw new InvalidRequestError(`--ep-size (${epSize}) must divide --tp-size (${tpSize})`, 'ep-size');
+  const threads = values.threads === undefined ? (tpSize > 1 ? defaultThreadsPerRank(tpSize) : defaultThreads(readKernelEnv())) : one('threads');
   if (threads < 1) throw new InvalidRequestError('--threads must be ≥ 1', 'threads');
   return {
     modelPath,
@@ -135,6 +152,8 @@ export function parseBenchOneBatchArgs(argv: readonly string[]): BenchOneBatchAr
     inputLen: positiveInts([String(values['input-len'])], 'input-len'),
     outputLen: positiveInts([String(values['output-len'])], 'output-len'),
     threads,
+    tpSize,
+    epSize,
     backend: parseOpsBackend(String(values.backend), 'backend'),
     runName: String(values['run-name']),
     resultFilename: String(values['result-filename']),
@@ -203,16 +222,16 @@ function fmt(x: number, width: number, digits: number): string {
  * @param backend KV-cache storage (default plain arrays; `run` passes the backend's `Ops.allocateKvBuffer`, as the
  *   engine uses it)
  */
-export function latencyTestRunOnce(model: CausalLM, prompts: number[][], outputLen: number, runName: string, logDecodeStep: number, print: (line: string) => void, backend: LatencyRunBackend = {}): BenchOneBatchResult {
+export function latencyTestRunOnce(model: ForwardModel, prompts: number[][], outputLen: number, runName: string, logDecodeStep: number, print: (line: string) => void, backend: LatencyRunBackend = {}): BenchOneBatchResult {
   const batchSize = prompts.length;
   const inputLen = prompts[0].length;
-  const vocab = model.config.vocabSize;
   const maxSeqLen = inputLen + outputLen;
   const ctx = new SimpleBatchContext(new KVPool(model.kvPoolLayout(), batchSize * maxSeqLen + 1, undefined, backend.kvAlloc), batchSize, maxSeqLen);
   const reqs = prompts.map(() => ctx.addReq());
   let tot = 0;
   let t0 = performance.now();
   const prefill = model.forward(ctx.makeBatch(reqs.map((req, i) => ({ req, inputIds: prompts[i] })), { logits: 'last' }));
+  const vocab = prefill.logits.length / batchSize; // [batch, vocab] logits of the last rows
   let next = argmaxRows(prefill.logits, batchSize, vocab);
   const prefillLatency = (performance.now() - t0) / 1000;
   tot += prefillLatency;
@@ -280,9 +299,12 @@ export async function run(argv: string[]): Promise<number> {
     const kernelEnv = readKernelEnv();
     const ops = createOps({ backend: args.backend, threads: args.threads, env: kernelEnv });
     if (ops.name === 'native') installNativeSampling(kernelEnv); // the engine's greedy kernel, as serving uses it
-    logger.info(`bench-one-batch: backend ${ops.name}, threads ${args.threads}`);
-    const { model } = loadModel(args.modelPath, { ops, overrides: args.overrideArgs ?? {}, logger });
-    const vocab = model.config.vocabSize;
+    logger.info(`bench-one-batch: backend ${ops.name}, threads ${args.threads}${args.tpSize > 1 ? ` per rank, tp_size ${args.tpSize}, ep_size ${args.epSize}` : ''}`);
+    const tp = args.tpSize > 1
+      ? launchTpRanks({ modelPath: args.modelPath, overrides: args.overrideArgs ?? {}, tpSize: args.tpSize, epSize: args.epSize, threadsPerRank: args.threads, kernelEnv, logger })
+      : null;
+    const model: ForwardModel = tp ? tp.model : loadModel(args.modelPath, { ops, overrides: args.overrideArgs ?? {}, logger }).model;
+    const vocab = loadModelConfig(args.modelPath, args.overrideArgs ?? {}).vocabSize;
     const maxTokens = Math.max(...args.batchSize) * (Math.max(...args.inputLen) + Math.max(...args.outputLen));
     print(`max_total_num_tokens=${maxTokens}`);
     print('Warmup ...');
@@ -298,6 +320,7 @@ export async function run(argv: string[]): Promise<number> {
       }
     }
     if (args.resultFilename) appendFileSync(args.resultFilename, results.map((r) => JSON.stringify(r) + '\n').join(''));
+    model.close?.();
     return 0;
   } catch (err) {
     if (err instanceof TsglangError) {

@@ -20,7 +20,7 @@ test('generateTinyTensors: every spec (+ scale for FP8), deterministic per seed,
   const subset = generateTinyTensors(specs.filter((s) => s.name === name), config, { seed: 4 });
   assert.deepEqual(subset[0].data, a.find((t) => t.name === name)!.data);
   const scale = a.find((t) => t.name === `${name}_scale_inv`)!;
-  assert.deepEqual(scale.shape, [Math.ceil(160 / 128), Math.ceil(240 / 128)]);
+  assert.deepEqual(scale.shape, [Math.ceil(160 / 128), Math.ceil((8 * 40) / 128)]); // o_proj [hidden, heads·head_dim]
 });
 
 test('generateTinyTensors: FP8 codes are the round-to-nearest-even e4m3 of value/scale; pow2 scales are powers of two', () => {

@@ -30,8 +30,8 @@ test('tensor list: dense layers before first_k_dense_replace, MoE after, MTP lay
   assert.equal(byName.has('model.layers.0.mlp.gate.weight'), false);
   assert.deepEqual(byName.get('model.layers.2.mlp.experts.15.down_proj.weight')?.shape, [192, 64]);
   assert.deepEqual(byName.get('model.layers.1.self_attn.kv_a_proj_with_mqa.weight')?.shape, [80, 192]);
-  assert.deepEqual(byName.get('model.layers.1.self_attn.q_b_proj.weight')?.shape, [4 * 48, 96]);
-  assert.deepEqual(byName.get('model.layers.1.self_attn.kv_b_proj.weight')?.shape, [4 * 64, 64]);
+  assert.deepEqual(byName.get('model.layers.1.self_attn.q_b_proj.weight')?.shape, [8 * 48, 96]); // 8 heads × (nope 32 + rope 16)
+  assert.deepEqual(byName.get('model.layers.1.self_attn.kv_b_proj.weight')?.shape, [8 * 64, 64]);
   assert.equal(byName.get('model.layers.1.mlp.gate.e_score_correction_bias')?.storedAs, 'f32');
   assert.equal(byName.get('model.layers.1.self_attn.indexer.k_norm.bias')?.init, 'norm_bias');
   assert.deepEqual(byName.get('model.layers.3.eh_proj.weight')?.shape, [192, 384]);

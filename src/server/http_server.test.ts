@@ -422,7 +422,7 @@ test('API key: 401 without/with a wrong key; /health and /metrics open', async (
   assert.equal(m.status, 200);
   const text = await m.text();
   assert.match(text, /sglang:num_requests_total\{model_name="MiniMaxAI\/MiniMax-M2.7"\} \d+/);
-  assert.match(text, /sglang:gen_throughput\{model_name="MiniMaxAI\/MiniMax-M2.7"\} 12.5/);
+  assert.match(text, /sglang:gen_throughput\{model_name="MiniMaxAI\/MiniMax-M2.7",tp_rank="0"\} 12.5/);
   assert.match(text, /sglang:time_to_first_token_seconds_count/);
 });
 
