@@ -6,6 +6,7 @@ import { readKernelEnv } from '../config/index.js';
 import { createOps, defaultThreads } from '../kernels/index.js';
 import { SimpleBatchContext } from '../layers/index.js';
 import { KVPool } from '../mem_cache/index.js';
+import { launchTpRanks } from '../executor/index.js';
 import { loadModel, mtpLayerOf } from '../models/index.js';
 import type { CausalLM } from '../models/index.js';
 import { parseStrictFlags } from './cli_common.js';
@@ -21,7 +22,9 @@ const USAGE = `usage: tsglang logits --model-path DIR --input-ids 3,17,42 [--pos
                                     state at position i, Ti) runs as one sequence at positions 0..n-1; adds
                                     "mtp_logits" for --positions
   --json-model-override-args JSON   JSON object merged over config.json (top-level keys)
-  --threads T                       compute threads of the native kernels (default: available cores)
+  --threads T                       compute threads of the native kernels, per TP rank (default: available cores,
+                                    divided by --tp-size)
+  --tp-size N (--tp), --ep-size M (--ep)   tensor / expert parallelism on rank threads (default 1)
 `;
 
 /** Parsed flags of `tsglang logits`. */
@@ -36,6 +39,11 @@ export interface LogitsArgs {
   readonly mtpNextTokens: number[] | null;
   /** --threads: compute threads (default: available cores). */
   readonly threads: number;
+  /** True when --threads was given (else TP ranks get cores / tp_size each). */
+  readonly threadsGiven: boolean;
+  /** --tp-size / --ep-size (default 1). */
+  readonly tpSize: number;
+  readonly epSize: number;
 }
 
 /**
@@ -51,6 +59,10 @@ export function parseLogitsArgs(argv: string[]): LogitsArgs {
     'json-model-override-args': { type: 'string' },
     'mtp-next-tokens': { type: 'string' },
     threads: { type: 'string' },
+    'tp-size': { type: 'string' },
+    tp: { type: 'string' },
+    'ep-size': { type: 'string' },
+    ep: { type: 'string' },
   });
   const modelPath = values['model-path'];
   if (typeof modelPath !== 'string' || modelPath === '') throw new InvalidRequestError('--model-path is required', 'model-path');
@@ -84,7 +96,17 @@ export function parseLogitsArgs(argv: string[]): LogitsArgs {
     if (!/^\d+$/.test(t) || Number(t) < 1) throw new InvalidRequestError(`--threads must be a positive integer, got '${t}'`, 'threads');
     threads = Number(t);
   }
-  return { modelPath, inputIds, positions, greedy, overrideArgs: typeof ov === 'string' ? ov : undefined, mtpNextTokens, threads };
+  const size = (long: string, short: string): number => {
+    const v = values[long] ?? values[short];
+    if (v === undefined) return 1;
+    if (!/^\d+$/.test(String(v)) || Number(v) < 1) throw new InvalidRequestError(`--${long} must be a positive integer, got '${String(v)}'`, long);
+    return Number(v);
+  };
+  const tpSize = size('tp-size', 'tp');
+  const epSize = size('ep-size', 'ep');
+  if (tpSize % epSize !== 0) throw new InvalidRequestError(`--ep-size (${epSize}) must divide --tp-size (${tpSize})`, 'ep-size');
+  if (tpSize > 1 && mtpNextTokens !== null) throw new InvalidRequestError('--mtp-next-tokens runs the MTP layer on one rank only; drop --tp-size', 'mtp-next-tokens');
+  return { modelPath, inputIds, positions, greedy, overrideArgs: typeof ov === 'string' ? ov : undefined, mtpNextTokens, threads, threadsGiven: values.threads !== undefined, tpSize, epSize };
 }
 
 function parseIntList(text: string, flag: string): number[] {
@@ -201,8 +223,22 @@ export async function run(argv: string[]): Promise<number> {
   }
   try {
     const logger = new Logger('info');
-    const { model } = loadModel(args.modelPath, { ops: createOps({ threads: args.threads, env: readKernelEnv() }), overrides: args.overrideArgs ?? {}, logger });
-    const res = computeLogits(model, args.inputIds, args.positions, args.greedy, args.mtpNextTokens);
+    let model: CausalLM;
+    let close = (): void => {};
+    if (args.tpSize > 1) {
+      const tp = launchTpRanks({ modelPath: args.modelPath, overrides: args.overrideArgs ?? {}, tpSize: args.tpSize, epSize: args.epSize, ...(args.threadsGiven ? { threadsPerRank: args.threads } : {}), kernelEnv: readKernelEnv(), logger });
+      const m = tp.model;
+      model = { config: tp.rank0.config, kvPoolLayout: () => m.kvPoolLayout(), forward: (b) => m.forward(b) };
+      close = () => m.close();
+    } else {
+      model = loadModel(args.modelPath, { ops: createOps({ threads: args.threads, env: readKernelEnv() }), overrides: args.overrideArgs ?? {}, logger }).model;
+    }
+    let res: LogitsResult;
+    try {
+      res = computeLogits(model, args.inputIds, args.positions, args.greedy, args.mtpNextTokens);
+    } finally {
+      close();
+    }
     process.stdout.write(formatLogitsJson(res) + '\n');
     return 0;
   } catch (err) {

@@ -184,7 +184,7 @@ test('bad requests → SGLang status and error body; the server stays healthy af
   await assertHealthy();
   const metrics = await (await fetch(`${base}/metrics`)).text();
   assert.match(metrics, /sglang:num_requests_total\{model_name="[^"]+"\} \d+/);
-  assert.match(metrics, /sglang:num_running_reqs\{model_name="[^"]+"\} 0/);
+  assert.match(metrics, /sglang:num_running_reqs\{model_name="[^"]+",tp_rank="0"\} 0/);
 });
 
 test('huge prompts are refused before tokenization on every route (SGLang\'s over-length 400), the server stays responsive', async () => {
