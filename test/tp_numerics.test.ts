@@ -134,3 +134,16 @@ test('within one layout (tp 2, ep 2) a row is bit-identical alone, batched, chun
     m.close?.();
   }
 });
+
+test('a step that throws on the ranks fails with an error (no hang); the broken ranks then refuse every step at once', NEEDS_SHARED, () => {
+  const m = launch(join(FIXTURES_DIR, 'tiny-minimax-m2'), 2, 1);
+  try {
+    const ctx = new SimpleBatchContext(new KVPool(m.kvPoolLayout(), 4096), 2, 64);
+    assert.throws(() => m.forward(ctx.makeBatch([{ req: ctx.addReq(), inputIds: [3, 100000] }])), /outside the vocabulary|TP rank/);
+    const t0 = Date.now();
+    assert.throws(() => m.forward(ctx.makeBatch([{ req: ctx.addReq(), inputIds: [3] }])), { name: 'DistributedError' });
+    assert.ok(Date.now() - t0 < 5000, 'the broken group fails fast, not after --dist-timeout');
+  } finally {
+    m.close?.();
+  }
+});

@@ -9,7 +9,7 @@ import { Worker } from 'node:worker_threads';
 import { DistributedError, InvalidRequestError, ModelLoadError, SILENT_LOGGER, UnsupportedFeatureError } from '../common/index.js';
 import type { Logger } from '../common/index.js';
 import { loadModelConfig, type KernelEnv } from '../config/index.js';
-import { createSabGroup, SabCommunicator, type Communicator, type SabGroupHandle } from '../distributed/index.js';
+import { abortLocalGroup, createLocalGroup, openLocalCommunicator, type Communicator, type LocalGroupHandle } from '../distributed/index.js';
 import { createOps } from '../kernels/index.js';
 import { parallelGroups, type ForwardBatch, type ForwardOutput } from '../layers/index.js';
 import { KVPool, type KVPoolLayout } from '../mem_cache/index.js';
@@ -17,12 +17,6 @@ import { getModelDefinition, loadModel, type LoadedModel } from '../models/index
 import type { ForwardModel } from './model_runner.js';
 import { CommStepChannel, RankBoard, type RankBoardHandle, type StepChannel } from './rank_channel.js';
 import { decodeStep, encodeForwardStep, encodeShutdownStep } from './step_codec.js';
-
-/** Poisons a group that supports it (SabCommunicator.abort), so every rank blocked in it throws at once. */
-function abortGroup(g: Communicator): void {
-  const a = (g as { abort?: () => void }).abort;
-  if (typeof a === 'function') a.call(g);
-}
 
 /** Threads per rank by default: max(1, ⌊cores / ranks on this node⌋), so ranks never oversubscribe the machine. */
 export function defaultThreadsPerRank(ranksOnNode: number, cores = availableParallelism()): number {
@@ -38,8 +32,8 @@ export interface TpRankInit {
   readonly overrides: Record<string, unknown> | string;
   readonly threads: number;
   readonly kernelEnv?: KernelEnv;
-  readonly world: SabGroupHandle;
-  readonly tp: SabGroupHandle;
+  readonly world: LocalGroupHandle;
+  readonly tp: LocalGroupHandle;
   readonly board: RankBoardHandle;
 }
 
@@ -72,6 +66,8 @@ export class TpForwardModel implements ForwardModel {
     readonly local: ForwardModel,
     private readonly channel: StepChannel,
     private readonly groups: readonly Communicator[],
+    /** The groups' handles, to break them when a step fails (every rank then leaves its collective at once). */
+    private readonly handles: readonly LocalGroupHandle[],
     readonly tpSize: number,
     private readonly workers: readonly Worker[] = [],
     private readonly board: RankBoard | null = null,
@@ -91,8 +87,8 @@ export class TpForwardModel implements ForwardModel {
       this.channel.send(encodeForwardStep(batch, batch.kvPool.maxLocs));
       return this.local.forward(batch);
     } catch (e) {
-      for (const g of this.groups) abortGroup(g); // wake every rank still in a collective
       const why = this.board?.failures();
+      for (const h of this.handles) abortLocalGroup(h, why ? null : 0, `TP rank 0 failed: ${(e as Error).message}`); // wake every rank still in a collective
       if (why) throw new DistributedError(`tensor-parallel step failed: ${why}`, { cause: e });
       throw e;
     }
@@ -149,11 +145,11 @@ export function launchTpRanks(o: TpLaunchOptions): TpLaunch {
   if (o.epSize < 1 || o.tpSize % o.epSize !== 0) throw new InvalidRequestError(`--ep-size (${o.epSize}) must divide --tp-size (${o.tpSize})`, 'ep_size');
   const threads = o.threadsPerRank ?? defaultThreadsPerRank(o.tpSize);
   const timeoutMs = o.timeoutMs ?? 1_800_000;
-  const world = createSabGroup(o.tpSize, { name: 'world', slotBytes: 1 << 20, timeoutMs });
-  const tp = createSabGroup(o.tpSize, { name: 'tp', slotBytes: 4 << 20, timeoutMs });
+  const world = createLocalGroup(o.tpSize, { name: 'world', timeoutMs });
+  const tp = createLocalGroup(o.tpSize, { name: 'tp', timeoutMs });
   const board = RankBoard.create(o.tpSize);
-  const worldComm = new SabCommunicator(world, 0);
-  const tpComm = new SabCommunicator(tp, 0);
+  const worldComm = openLocalCommunicator(world, 0);
+  const tpComm = openLocalCommunicator(tp, 0);
   const groups = [worldComm, tpComm];
   const workers: Worker[] = [];
   const overrides = o.overrides ?? {};
@@ -183,11 +179,11 @@ export function launchTpRanks(o: TpLaunchOptions): TpLaunch {
       throw why ? new ModelLoadError(`tensor-parallel start-up failed: ${why}`, {}, { cause: e }) : e;
     }
   } catch (e) {
-    for (const g of groups) abortGroup(g);
+    for (const h of [world, tp]) abortLocalGroup(h, null, `TP start-up failed: ${(e as Error).message}`);
     for (const w of workers) void w.terminate();
     throw e;
   }
   const weightBytes = Array.from({ length: o.tpSize }, (_, r) => board.weightBytesOf(r));
-  for (let r = 0; r < o.tpSize; r++) logger.info(`[TP${r}] Load weight end. weight bytes=${weightBytes[r]} (${(weightBytes[r] / 2 ** 20).toFixed(2)} MiB), tp_size=${o.tpSize}, ep_size=${o.epSize}, threads=${threads}`);
-  return { model: new TpForwardModel(rank0.model, new CommStepChannel(worldComm), groups, o.tpSize, workers, board), rank0, weightBytes, threadsPerRank: threads, allocKv };
+  for (let r = 0; r < o.tpSize; r++) logger.info(`[TP${r}] Load weight end. weight bytes=${weightBytes[r]} (${(weightBytes[r] / 2 ** 20).toFixed(2)} MiB), tp_size=${o.tpSize}, ep_size=${o.epSize}, threads=${threads}, comm=${tp.backend}`);
+  return { model: new TpForwardModel(rank0.model, new CommStepChannel(worldComm), groups, [world, tp], o.tpSize, workers, board), rank0, weightBytes, threadsPerRank: threads, allocKv };
 }
