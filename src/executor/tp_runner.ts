@@ -57,6 +57,20 @@ export function runRankLoop(model: ForwardModel, channel: StepChannel, allocKv?:
   }
 }
 
+/** How rank 0 reaches and controls the other ranks (in-process threads here; processes over Gloo for multi-node). */
+export interface TpRanksControl {
+  /** Carries the step descriptors to every other rank. */
+  readonly channel: StepChannel;
+  /** The groups rank 0 holds (world, tp, …): closed at shutdown. */
+  readonly groups: readonly Communicator[];
+  /** Breaks every group so ranks blocked in a collective throw at once (rank 0's step failed). */
+  readonly abort: (reason: string) => void;
+  /** "TP rank r: cause" of every rank that reported a failure ('' when none). */
+  readonly failures?: () => string;
+  /** Runs after the shutdown step was sent and the groups closed (e.g. unref the rank threads). */
+  readonly onClose?: () => void;
+}
+
 /** Rank 0's model: broadcasts each step, then runs its shard; fans the same ForwardBatch out to every rank. */
 export class TpForwardModel implements ForwardModel {
   private closed = false;
@@ -64,13 +78,8 @@ export class TpForwardModel implements ForwardModel {
   constructor(
     /** Rank 0's shard of the model. */
     readonly local: ForwardModel,
-    private readonly channel: StepChannel,
-    private readonly groups: readonly Communicator[],
-    /** The groups' handles, to break them when a step fails (every rank then leaves its collective at once). */
-    private readonly handles: readonly LocalGroupHandle[],
     readonly tpSize: number,
-    private readonly workers: readonly Worker[] = [],
-    private readonly board: RankBoard | null = null,
+    private readonly ranks: TpRanksControl,
   ) {}
 
   kvPoolLayout(): KVPoolLayout {
@@ -78,33 +87,34 @@ export class TpForwardModel implements ForwardModel {
   }
 
   /**
-   * @returns rank 0's output (full logits: the LM head all-gathers)
+   * @returns rank 0's output (full logits: the LM head all-gathers; hidden states when captured are rank 0's, the
+   *   same on every rank)
    * @throws DistributedError naming the failed rank when a peer fails (the groups are then broken: later steps throw too)
    */
   forward(batch: ForwardBatch): ForwardOutput {
     if (this.closed) throw new DistributedError('tensor-parallel ranks are shut down');
     try {
-      this.channel.send(encodeForwardStep(batch, batch.kvPool.maxLocs));
+      this.ranks.channel.send(encodeForwardStep(batch, batch.kvPool.maxLocs));
       return this.local.forward(batch);
     } catch (e) {
-      const why = this.board?.failures();
-      for (const h of this.handles) abortLocalGroup(h, why ? null : 0, `TP rank 0 failed: ${(e as Error).message}`); // wake every rank still in a collective
+      const why = this.ranks.failures?.() ?? '';
+      this.ranks.abort(why || `TP rank 0 failed: ${(e as Error).message}`); // wake every rank still in a collective
       if (why) throw new DistributedError(`tensor-parallel step failed: ${why}`, { cause: e });
       throw e;
     }
   }
 
-  /** Sends the shutdown step and releases the groups (idempotent); worker threads exit on their own. */
+  /** Sends the shutdown step and releases the groups (idempotent); the ranks leave their loops and exit. */
   close(): void {
     if (this.closed) return;
     this.closed = true;
     try {
-      this.channel.send(encodeShutdownStep());
+      this.ranks.channel.send(encodeShutdownStep());
     } catch {
-      // a broken group: the workers have failed already
+      // a broken group: the ranks have failed already
     }
-    for (const g of this.groups) g.close();
-    for (const w of this.workers) w.unref();
+    for (const g of this.ranks.groups) g.close();
+    this.ranks.onClose?.();
   }
 }
 
@@ -185,5 +195,15 @@ export function launchTpRanks(o: TpLaunchOptions): TpLaunch {
   }
   const weightBytes = Array.from({ length: o.tpSize }, (_, r) => board.weightBytesOf(r));
   for (let r = 0; r < o.tpSize; r++) logger.info(`[TP${r}] Load weight end. weight bytes=${weightBytes[r]} (${(weightBytes[r] / 2 ** 20).toFixed(2)} MiB), tp_size=${o.tpSize}, ep_size=${o.epSize}, threads=${threads}, comm=${tp.backend}`);
-  return { model: new TpForwardModel(rank0.model, new CommStepChannel(worldComm), groups, [world, tp], o.tpSize, workers, board), rank0, weightBytes, threadsPerRank: threads, allocKv };
+  const control: TpRanksControl = {
+    channel: new CommStepChannel(worldComm),
+    groups,
+    abort: (reason) => {
+      if (board.failures() === '') board.fail(0, reason); // the peers then know the cause is not theirs
+      for (const h of [world, tp]) abortLocalGroup(h, null, reason);
+    },
+    failures: () => board.failures(),
+    onClose: () => { for (const w of workers) w.unref(); },
+  };
+  return { model: new TpForwardModel(rank0.model, o.tpSize, control), rank0, weightBytes, threadsPerRank: threads, allocKv };
 }
