@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { Rng } from '../src/common/index.js';
 import { installNativeSampling } from '../src/engine/index.js';
 import { loadNativeAddon } from '../src/kernels/index.js';
-import { logSoftmax, normalizeSamplingParams, sampleRow, samplerKernels, scoreRow, setSamplerKernels, topLogprobsOf, type RowSamplingInfo, type SamplingParamsInput } from '../src/sampling/index.js';
+import { logSoftmax, normalizeSamplingParams, sampleRow, sampleRows, samplerKernels, scoreRow, setSamplerKernels, topLogprobsOf, type RowSamplingInfo, type SamplingParamsInput } from '../src/sampling/index.js';
 import { sampleRowReference } from '../src/sampling/sampler_reference.js';
 
 const addon = loadNativeAddon().addon;
@@ -165,5 +165,45 @@ test('sampleRow with the native exp passes = sampleRowReference', { skip }, () =
     }
   } finally {
     setSamplerKernels(null);
+  }
+});
+
+test('sampleRows (the batched native passes over threads) = sampleRow row by row: tokens, logprobs, top logprobs, RNG use', { skip: skip || !addon?.scaleSumRows || !addon.drawUnfilteredRows ? 'native addon without the batched sampler passes' : false }, () => {
+  const saved = samplerKernels();
+  try {
+    for (const threads of [1, 2, 3]) {
+      assert.ok(installNativeSampling(undefined, threads));
+      assert.ok(samplerKernels()?.scaleSumRows);
+      const V = 5003;
+      const gen = new Rng(101 + threads);
+      const settings: SamplingParamsInput[] = [{}, {}, { temperature: 0.7 }, { temperature: 1.3, frequencyPenalty: 0.5, presencePenalty: 0.3, repetitionPenalty: 1.2 }, { temperature: 0 }, { topP: 0.9 }, { topK: 20 }, { minP: 0.05 }, {}, {}];
+      const B = 40;
+      const logits = new Float32Array(B * V);
+      for (let b = 0; b < B; b++) {
+        const r = b % 7 === 3 ? row(gen, V) : Float32Array.from({ length: V }, () => gen.nextGaussian() * 3);
+        if (b === 11) r[5] = NaN; // a non-finite row: the reference's path
+        if (b === 17) r.fill(-Infinity);
+        logits.set(r, b * V);
+      }
+      const infos = (): RowSamplingInfo[] => Array.from({ length: B }, (_, b) => ({
+        params: normalizeSamplingParams(settings[b % settings.length], V), rng: new Rng(1000 + b), outputCounts: new Map([[3, 2], [b, 1]]),
+        numOutputTokens: 1, stopTokenIds: [7], topLogprobsNum: b % 5 === 0 ? 4 : 0,
+      }));
+      const a = infos();
+      const c = infos();
+      const want = a.map((info, b) => sampleRow(logits.slice(b * V, (b + 1) * V), info));
+      // rows in a shuffled order of logit rows, as a mixed batch gives them
+      const order = Array.from({ length: B }, (_, b) => (b * 17) % B);
+      const copy = logits.slice();
+      const got = sampleRows(copy, V, order.map((b) => ({ logitIdx: b, info: c[b] })));
+      order.forEach((b, j) => {
+        assert.equal(got[j].tokenId, want[b].tokenId, `threads ${threads} row ${b}`);
+        assert.ok(Object.is(got[j].logprob, want[b].logprob), `row ${b}: logprob ${got[j].logprob} vs ${want[b].logprob}`);
+        assert.deepEqual(got[j].topLogprobs, want[b].topLogprobs);
+        assert.equal(c[b].rng.nextU32(), a[b].rng.nextU32(), `row ${b}: RNG state`);
+      });
+    }
+  } finally {
+    setSamplerKernels(saved);
   }
 });

@@ -2,13 +2,14 @@
 // plain-data messages. Runs inside a worker thread when serving (worker_main.ts) and in-process in tests; only the
 // transport differs. The loop runs one synchronous scheduler step per macrotask so messages interleave with steps.
 import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { Logger, SILENT_LOGGER, TsglangError, UnsupportedFeatureError } from '../common/index.js';
 import { deriveContextLength, loadModelConfig, readKernelEnv, type KernelEnv } from '../config/index.js';
 import { CacheManager, Scheduler, type StepStats } from '../scheduler/index.js';
 import { ChunkCache, KVPool, RadixCache, ReqToTokenPool, TokenToKVPoolAllocator } from '../mem_cache/index.js';
 import { ModelRunner, launchTpRanks, planMemory, readAvailableMemoryBytes, type ForwardModel, type TpLaunch } from '../executor/index.js';
-import { createOps, loadNativeAddon } from '../kernels/index.js';
+import { createOps, loadNativeAddon, type NativeAddon, type NativeHandle } from '../kernels/index.js';
 import { setSamplerKernels } from '../sampling/index.js';
 import { loadModel, type LoadedModel } from '../models/index.js';
 import { loadTokenizer, type Tokenizer } from '../tokenizer/index.js';
@@ -35,14 +36,25 @@ export function readGenerationDefaults(modelPath: string): Record<string, number
 
 /**
  * Gives the sampler the native addon's greedy argmax and exp passes (bit-identical to its JavaScript loops; about
- * 3× (exp) and 10× (argmax) faster per vocab id) when the addon loads and the backend is not forced to 'cpu'; otherwise leaves the JavaScript loops.
+ * 3× (exp) and 10× (argmax) faster per vocab id) when the addon loads and the backend is not forced to 'cpu';
+ * otherwise leaves the JavaScript loops. When the addon has the batched row passes (scaleSumRows,
+ * drawUnfilteredRows), a batch's rows sampled from the whole vocabulary (SGLang's default sampling) run them over
+ * `threads` threads of their own pool (sampleRows; each row's arithmetic unchanged).
+ * @param threads threads of the batched passes (default: available cores)
  * @returns true when installed
  */
-export function installNativeSampling(env: KernelEnv = readKernelEnv()): boolean {
+export function installNativeSampling(env: KernelEnv = readKernelEnv(), threads = availableParallelism()): boolean {
   if (env.backend === 'cpu') return false;
   const addon = loadNativeAddon(env).addon;
   if (!addon?.argmaxF32 || !addon.scaleMaxF32 || !addon.expShiftSum || !addon.expProbs || !addon.selectAtLeast) return false;
-  setSamplerKernels({ argmax: addon.argmaxF32, scaleMax: addon.scaleMaxF32, expShiftSum: addon.expShiftSum, expProbs: addon.expProbs, selectAtLeast: addon.selectAtLeast });
+  const rows = addon.scaleSumRows && addon.drawUnfilteredRows ? samplingBackend(addon, Math.max(1, Math.floor(threads))) : null;
+  setSamplerKernels({
+    argmax: addon.argmaxF32, scaleMax: addon.scaleMaxF32, expShiftSum: addon.expShiftSum, expProbs: addon.expProbs, selectAtLeast: addon.selectAtLeast,
+    ...(rows && addon.scaleSumRows && addon.drawUnfilteredRows ? {
+      scaleSumRows: (l: Float32Array, V: number, r: Int32Array, invT: Float64Array, mx: Float64Array, sum: Float64Array) => addon.scaleSumRows!(rows, l, V, r, invT, mx, sum),
+      drawUnfilteredRows: (l: Float32Array, V: number, r: Int32Array, lse: Float64Array, u: Float64Array, tok: Int32Array) => addon.drawUnfilteredRows!(rows, l, V, r, lse, u, tok),
+    } : {}),
+  });
   return true;
 }
 
@@ -63,6 +75,14 @@ function loadTpModel(options: EngineOptions, logger: Logger): TpLaunch {
     ...(options.distTimeout ? { timeoutMs: options.distTimeout * 1000 } : {}),
     logger,
   });
+}
+
+/** One thread pool per thread count for the sampler's batched passes (kept for the life of the thread). */
+const samplingBackends = new Map<number, NativeHandle>();
+function samplingBackend(addon: NativeAddon, threads: number): NativeHandle {
+  let b = samplingBackends.get(threads);
+  if (!b) { b = addon.createBackend(threads, 0, 32); samplingBackends.set(threads, b); }
+  return b;
 }
 
 /** Decode steps between "Decode batch." log lines (SGLang --decode-log-interval default). */
@@ -155,7 +175,7 @@ export class EngineCore {
         eosTokenIds: eos,
       };
     }
-    installNativeSampling(options.kernelEnv ?? readKernelEnv());
+    installNativeSampling(options.kernelEnv ?? readKernelEnv(), options.numThreads ?? availableParallelism());
     const memAfter = readAvailableMemoryBytes();
     const pageSize = options.pageSize ?? 1;
     const contextLength = checkedContext ?? deriveContextLength(cm.maxPositionEmbeddings, options.contextLength, warnContext);

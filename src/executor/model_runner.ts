@@ -3,7 +3,7 @@
 import { assert } from '../common/index.js';
 import type { ForwardBatch, ForwardOutput } from '../layers/index.js';
 import type { KVPool, KVPoolLayout } from '../mem_cache/index.js';
-import { sampleRow, scoreRow, type RowSample, type RowSamplingInfo } from '../sampling/index.js';
+import { sampleRows, scoreRow, type RowSample, type RowSamplingInfo } from '../sampling/index.js';
 
 /** What the runner needs from a model (models/ CausalLM satisfies it; tests pass a fake). */
 export interface ForwardModel {
@@ -43,6 +43,12 @@ export interface RunResult {
   readonly scores: RowScore[];
 }
 
+/**
+ * Most floats of the logits buffer a ModelRunner keeps between steps (1 GiB: 2048 rows of a 129K vocabulary); a step
+ * with more logit rows gets a fresh array.
+ */
+const MAX_REUSED_LOGITS = 1 << 28;
+
 /** Runs forwards over one model and one KV pool. */
 export class ModelRunner {
   readonly model: ForwardModel;
@@ -54,6 +60,8 @@ export class ModelRunner {
   forwardTimeMs = 0;
   /** Wall time sampling/scoring rows, ms (statistics). */
   sampleTimeMs = 0;
+  /** Logits buffer handed to every forward (grows to the largest step, up to MAX_REUSED_LOGITS floats). */
+  private logitsBuf = new Float32Array(0);
 
   /**
    * @param model the model
@@ -75,7 +83,12 @@ export class ModelRunner {
   run(batch: ForwardBatch, sample: readonly SampleRowRequest[], score: readonly ScoreRowRequest[]): RunResult {
     assert(batch.kvPool === this.kvPool, 'ModelRunner: batch uses another KV pool');
     const t0 = performance.now();
-    const out = this.model.forward(batch);
+    // the logits land in this runner's buffer, reused from step to step (they are consumed below)
+    const need = batch.logitRows.length * this.vocabSize;
+    if (need > this.logitsBuf.length && need <= MAX_REUSED_LOGITS) {
+      this.logitsBuf = new Float32Array(Math.min(MAX_REUSED_LOGITS, Math.max(need, Math.ceil(1.25 * this.logitsBuf.length))));
+    }
+    const out = this.model.forward(need > 0 && need <= this.logitsBuf.length ? { ...batch, logitsOut: this.logitsBuf } : batch);
     const t1 = performance.now();
     this.forwardTimeMs += t1 - t0;
     this.numForwards++;
@@ -83,7 +96,8 @@ export class ModelRunner {
     assert(out.logits.length === batch.logitRows.length * V, () => `ModelRunner: logits length ${out.logits.length} != ${batch.logitRows.length} × ${V}`);
     const scores: RowScore[] = score.map((s) => scoreRow(out.logits.subarray(s.logitIdx * V, (s.logitIdx + 1) * V), s.tokenId, s.topLogprobsNum));
     // Sampling rewrites its row in place: sample rows and score rows are distinct, and the logits are this step's scratch.
-    const samples = sample.map((s) => sampleRow(out.logits.subarray(s.logitIdx * V, (s.logitIdx + 1) * V), s.info));
+    // (sampleRows: each row exactly as sampleRow; the whole-vocabulary draws of a batch run natively over threads)
+    const samples = sampleRows(out.logits, V, sample);
     this.sampleTimeMs += performance.now() - t1;
     return { samples, scores };
   }

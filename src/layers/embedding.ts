@@ -66,11 +66,12 @@ export class ParallelLMHead {
 
   /**
    * @param h [numRows, hiddenSize] f32 (the same on every rank)
-   * @returns [numRows, vocabSize] f32 full logit rows (on every rank)
+   * @param out [numRows, vocabSize] f32 to write (default: a fresh array)
+   * @returns [numRows, vocabSize] f32 full logit rows (on every rank; `out` when given)
    * @throws DistributedError when a peer rank fails
    */
-  forward(h: Float32Array, numRows: number): Float32Array {
-    if (this.p.tpSize === 1) return this.ops.matmul(h, numRows, this.weight);
+  forward(h: Float32Array, numRows: number, out?: Float32Array): Float32Array {
+    if (this.p.tpSize === 1) return this.ops.matmul(h, numRows, this.weight, out);
     const V = this.vocabSize;
     const { count, perRank } = vocabRange(V, this.p);
     const local = new Float32Array(numRows * perRank); // [numRows, perRank], padding columns zero
@@ -80,7 +81,7 @@ export class ParallelLMHead {
     }
     const all = new Float32Array(this.p.tpSize * numRows * perRank); // [tp, numRows, perRank]
     this.p.tp!.allGather(local, all);
-    const logits = new Float32Array(numRows * V);
+    const logits = out ?? new Float32Array(numRows * V);
     for (let q = 0; q < this.p.tpSize; q++) {
       const start = q * perRank;
       const n = Math.max(0, Math.min(V, start + perRank) - start);

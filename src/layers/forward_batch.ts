@@ -55,6 +55,13 @@ export interface ForwardBatch {
   readonly captureHiddenStates?: boolean;
   /** If true the model also returns the routed experts of every token and MoE layer (debug / tests; added by A). */
   readonly captureRoutedExperts?: boolean;
+  /**
+   * Where the logits go ([≥ numLogitRows · vocabSize] f32, overwritten), instead of a fresh array: ModelRunner's
+   * buffer reused from step to step (the logits of a 256-row decode step at a 129K vocabulary are 132 MB, and
+   * allocating, zeroing and faulting them in anew each step cost ~20 % of its CPU time). The caller consumes the
+   * logits before the next forward.
+   */
+  readonly logitsOut?: Float32Array;
   /** KV storage this forward reads and writes. */
   readonly kvPool: KVPool;
 }

@@ -12,7 +12,7 @@ export class LogitsProcessor {
   /**
    * @param hidden [numTokens, hiddenSize] f32 (before the final norm when `finalNorm` is given, else after it)
    * @param finalNorm the model's final norm (row-wise, so applying it to the gathered rows only is exact)
-   * @returns logits [numLogitRows, vocabSize] f32 (+ the gathered final-norm hidden states when
+   * @returns logits [numLogitRows, vocabSize] f32, in batch.logitsOut when given (+ the gathered final-norm hidden states when
    *   batch.captureHiddenStates)
    * @throws InternalError for a logit row outside the batch
    */
@@ -26,7 +26,8 @@ export class LogitsProcessor {
       picked.set(hidden.subarray(r * d, (r + 1) * d), i * d);
     }
     const normed = finalNorm ? finalNorm.forward(picked, rows.length) : picked;
-    const logits = lmHead.forward(normed, rows.length);
+    const out = batch.logitsOut?.subarray(0, rows.length * lmHead.vocabSize);
+    const logits = lmHead.forward(normed, rows.length, out !== undefined && out.length === rows.length * lmHead.vocabSize ? out : undefined);
     return batch.captureHiddenStates ? { logits, hiddenStates: normed } : { logits };
   }
 }

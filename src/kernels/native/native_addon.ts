@@ -51,6 +51,10 @@ export interface NativeAddon {
   selectAtLeast?(e: Float64Array, n: number, bound: number, ids: Int32Array): number;
   /** `bytes` zeroed bytes, 2 MiB aligned, advised for transparent huge pages; null when the memory cannot be mapped. */
   allocWeightMemory?(bytes: number): ArrayBuffer | null;
+  /** Unfiltered sampling phase 1 over rows of [*, V] logits on b's threads: scaleMaxF32 + expShiftSum per row (native/src/sampling.h). */
+  scaleSumRows?(b: NativeHandle, logits: Float32Array, V: number, rows: Int32Array, invT: Float64Array, maxOut: Float64Array, sumOut: Float64Array): void;
+  /** Unfiltered sampling phase 2: each row's multinomial draw at u over f32(exp(f32(s − lse))) (native/src/sampling.h). */
+  drawUnfilteredRows?(b: NativeHandle, logits: Float32Array, V: number, rows: Int32Array, lse: Float64Array, u: Float64Array, tokOut: Int32Array): void;
 }
 
 /** Outcome of loading the addon. */
