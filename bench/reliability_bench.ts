@@ -49,6 +49,8 @@ async function fuzz(s: ServeChild): Promise<void> {
   const rng = new Rng(15);
   let clean4xx = 0, other4xx = 0, ok2xx = 0, fiveXX = 0, dropped = 0, unhealthy = 0;
   const fiveSamples: string[] = [];
+  const uncleanSamples: string[] = [];
+  const droppedSamples: string[] = [];
   const failed = await pool(FUZZ, 16, async (i) => {
     const c = fuzzCase(rng);
     try {
@@ -58,16 +60,20 @@ async function fuzz(s: ServeChild): Promise<void> {
       else if (r.status >= 400) {
         let clean = false;
         try { const j = JSON.parse(t) as Record<string, unknown>; clean = typeof j === 'object' && j !== null && ('message' in j || 'error' in j || 'detail' in j); } catch { clean = false; }
-        if (clean) clean4xx++; else other4xx++;
+        if (clean) clean4xx++;
+        else { other4xx++; if (uncleanSamples.length < 5) uncleanSamples.push(`${r.status} ${c.path} ${c.body.slice(0, 80)} → ${t.slice(0, 120)}`); }
       } else ok2xx++;
-    } catch {
+    } catch (e) {
       dropped++;
+      if (droppedSamples.length < 5) droppedSamples.push(`${c.path} (${c.ct}) ${c.body.slice(0, 80)}: ${(e as Error).message} ${String((e as Error).cause ?? '')}`);
     }
     if (i % 500 === 499 && (await fetch(`${s.base}/health`).then((r) => r.status, () => 0)) !== 200) unhealthy++;
   });
   const n4 = clean4xx + other4xx;
   process.stdout.write(`fuzz: ${FUZZ} cases: 2xx ${ok2xx}, 4xx ${n4} (clean JSON error body ${n4 ? ((100 * clean4xx) / n4).toFixed(1) : '–'} %), 5xx ${fiveXX}, dropped ${dropped + failed}, /health failures ${unhealthy}\n`);
   for (const f of fiveSamples) process.stdout.write(`  5xx: ${f}\n`);
+  for (const f of uncleanSamples) process.stdout.write(`  4xx without a JSON error body: ${f}\n`);
+  for (const f of droppedSamples) process.stdout.write(`  dropped: ${f}\n`);
 }
 
 async function load(s: ServeChild): Promise<void> {
