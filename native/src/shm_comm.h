@@ -80,6 +80,8 @@ class ShmComm {
    * thread may call it. Later collectives on every rank fail with kAborted.
    */
   static void abort(uint8_t* base, int size, int32_t code);
+  /** The group's abort word (0 while healthy). */
+  static int32_t abortWord(const uint8_t* base) { return __atomic_load_n(reinterpret_cast<const int32_t*>(base) + 3, __ATOMIC_ACQUIRE); }
 
  private:
   int32_t* ctrl() const { return reinterpret_cast<int32_t*>(base_); }

@@ -4,7 +4,7 @@
 //   shmAllReduce(h, f32, timeoutMs) / shmAllGather(h, src, dst, timeoutMs) / shmReduceScatter(h, src, dst, timeoutMs)
 //   shmBroadcast(h, buf, root, timeoutMs) / shmAllToAll(h, src, dst, timeoutMs) / shmBarrier(h, timeoutMs) → status
 //   shmLastError(h) → {status, missing: number[], abortCode, detail, seq}
-//   shmAbort(view, size, code) (any thread)
+//   shmAbort(view, size, code) (any thread); shmAbortCode(view) → the abort word (0 = healthy)
 #include <node_api.h>
 
 #include <string>
@@ -235,6 +235,19 @@ napi_value shmAbort(napi_env env, napi_callback_info info) {
   return nullptr;
 }
 
+napi_value shmAbortCode(napi_env env, napi_callback_info info) {
+  napi_value v[1];
+  if (!getArgs(env, info, 1, v)) return nullptr;
+  uint8_t* base;
+  size_t bytes;
+  if (!getBytes(env, v[0], &base, &bytes)) return throwError(env, "shmAbortCode(view)");
+  alignBase(&base, &bytes);
+  if (bytes < kShmLine) return throwError(env, "shmAbortCode: bad view");
+  napi_value out;
+  napi_create_int32(env, ShmComm::abortWord(base), &out);
+  return out;
+}
+
 }  // namespace
 
 void registerShmComm(napi_env env, napi_value exports) {
@@ -247,6 +260,7 @@ void registerShmComm(napi_env env, napi_value exports) {
       {"shmAllToAll", nullptr, shmAllToAll, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"shmBarrier", nullptr, shmBarrier, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"shmLastError", nullptr, shmLastError, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"shmAbortCode", nullptr, shmAbortCode, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"shmAbort", nullptr, shmAbort, nullptr, nullptr, nullptr, napi_default, nullptr},
   };
   napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props);

@@ -81,6 +81,7 @@ export class GlooCommunicator implements Communicator {
   private readonly timeoutMs: number;
   private readonly ctx: string;
   private closed = false;
+  private failed = false;
 
   /**
    * Joins the group (blocks until every rank has joined: the full mesh of TCP pairs is connected).
@@ -108,6 +109,7 @@ export class GlooCommunicator implements Communicator {
     try {
       fn();
     } catch (err) {
+      this.failed = true;
       throw new DistributedError(`group '${this.name}' rank ${this.rank} of ${this.size}: ${op} failed: ${(err as Error).message}${this.ctx}`, { cause: err });
     }
   }
@@ -142,6 +144,17 @@ export class GlooCommunicator implements Communicator {
 
   barrier(): void {
     this.run('barrier', () => this.addon.glooBarrier(this.h, nativeMs(this.timeoutMs)));
+  }
+
+  /** True once a collective failed (the group is unusable: Gloo closes a context's pairs on an error). */
+  get broken(): boolean {
+    return this.failed;
+  }
+
+  /** Breaks the group because this rank failed: closes the pairs, so peers in a collective with it fail at once. */
+  abort(): void {
+    this.failed = true;
+    this.close();
   }
 
   /** Closes the TCP pairs: peers still in a collective with this rank fail with a connection error. Idempotent. */

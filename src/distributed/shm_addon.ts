@@ -40,6 +40,8 @@ export interface ShmAddon {
   shmAllToAll(h: ShmHandle, src: ArrayBufferView, dst: ArrayBufferView, timeoutMs: number): number;
   shmBarrier(h: ShmHandle, timeoutMs: number): number;
   shmLastError(h: ShmHandle): ShmErrorInfo;
+  /** The group's abort word (0 while healthy). */
+  shmAbortCode(view: Uint8Array): number;
   /** Breaks the group and wakes every waiter (any thread). code ≠ 0. */
   shmAbort(view: Uint8Array, size: number, code: number): void;
 }

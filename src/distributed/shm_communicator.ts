@@ -116,6 +116,7 @@ export class ShmCommunicator implements Communicator {
   /** timeoutMs for the addon: whole ms, −1 = forever. */
   private readonly nativeTimeout: number;
   private closed = false;
+  private failed = false;
 
   /**
    * @param handle the group from createShmGroup (the same object, or its structured clone in a worker)
@@ -140,6 +141,7 @@ export class ShmCommunicator implements Communicator {
   /** Turns a non-zero status of a call into a DistributedError (the group is unusable afterwards). */
   private check(status: number, op: number, timeoutMs: number): void {
     if (status === SHM_OK) return;
+    this.failed = true;
     const info = this.addon.shmLastError(this.h);
     const where = `group '${this.name}' rank ${this.rank}: ${OP_NAMES[op]}`;
     if (status === SHM_TIMEOUT) {
@@ -200,6 +202,11 @@ export class ShmCommunicator implements Communicator {
   barrier(): void {
     this.guard();
     this.check(this.addon.shmBarrier(this.h, this.nativeTimeout), 6, this.timeoutMs);
+  }
+
+  /** True once the group is broken (a timeout, a mismatch, an abort or a close on some rank, or the owner's abort). */
+  get broken(): boolean {
+    return this.failed || this.addon.shmAbortCode(this.view) !== 0;
   }
 
   /**

@@ -7,6 +7,7 @@
 //   1 SET(key, value) → ok          2 GET(key, timeoutMs) → value (waits for the key)
 //   3 WAIT(timeoutMs, key…) → ok    4 ADD(key, delta) → new value (a missing key counts as 0)
 //   5 CHECK(key…) → "1" | "0"       6 DELETE(key) → ok
+//   7 HELLO(name) → ok: names the connection; when it closes, the server's onLost(name) runs (node liveness)
 // A wait that times out answers status 1 with the missing keys (comma-separated) as its field.
 import { createServer, Socket } from 'node:net';
 import type { Server } from 'node:net';
@@ -18,6 +19,7 @@ const OP_WAIT = 3;
 const OP_ADD = 4;
 const OP_CHECK = 5;
 const OP_DELETE = 6;
+const OP_HELLO = 7;
 const ST_OK = 0;
 const ST_TIMEOUT = 1;
 const ST_ERROR = 2;
@@ -77,6 +79,9 @@ export class TcpStoreServer {
   private readonly data = new Map<string, Buffer>();
   private waiters: Waiter[] = [];
   private readonly sockets = new Set<Socket>();
+  private closing = false;
+  /** Called with a HELLO name when that connection closes (not during close()). */
+  onLost: ((name: string) => void) | null = null;
 
   private constructor(private readonly server: Server, readonly host: string, readonly port: number) {}
 
@@ -190,6 +195,14 @@ export class TcpStoreServer {
         this.data.delete(str(0));
         s.write(frame(ST_OK, []));
         return;
+      case OP_HELLO: {
+        const name = str(0);
+        s.once('close', () => {
+          if (!this.closing) this.onLost?.(name);
+        });
+        s.write(frame(ST_OK, []));
+        return;
+      }
       default:
         s.write(frame(ST_ERROR, [`unknown op ${op}`]));
     }
@@ -197,6 +210,7 @@ export class TcpStoreServer {
 
   /** Stops listening and drops every connection. */
   close(): Promise<void> {
+    this.closing = true;
     for (const s of this.sockets) s.destroy();
     return new Promise((resolve) => this.server.close(() => resolve()));
   }
@@ -206,7 +220,8 @@ export class TcpStoreServer {
 export class TcpStoreClient {
   private chain: Promise<unknown> = Promise.resolve();
   private pending: ((body: Buffer | Error) => void)[] = [];
-  private closedErr: Error | null = null;
+  private closedErr: DistributedError | null = null;
+  private userClosed = false;
 
   private constructor(private readonly socket: Socket, readonly where: string) {
     const reader = new FrameReader((body) => this.pending.shift()?.(body));
@@ -298,7 +313,22 @@ export class TcpStoreClient {
     await this.call(OP_DELETE, [key]);
   }
 
+  /** Names this connection: the server calls its onLost(name) when the connection closes. */
+  async hello(name: string): Promise<void> {
+    await this.call(OP_HELLO, [name]);
+  }
+
+  /** Called once when the connection to the store closes or fails (not after close()). */
+  onClose(cb: (err: DistributedError) => void): void {
+    const fire = () => {
+      if (!this.userClosed) cb(this.closedErr ?? new DistributedError(`lost the connection to the TCP store at ${this.where} (--dist-init-addr)`));
+    };
+    if (this.socket.destroyed) fire();
+    else this.socket.once('close', fire);
+  }
+
   close(): void {
+    this.userClosed = true;
     this.socket.destroy();
   }
 }
