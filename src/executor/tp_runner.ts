@@ -9,9 +9,9 @@ import { Worker } from 'node:worker_threads';
 import { DistributedError, InvalidRequestError, ModelLoadError, SILENT_LOGGER, UnsupportedFeatureError } from '../common/index.js';
 import type { Logger } from '../common/index.js';
 import { loadModelConfig, type KernelEnv } from '../config/index.js';
-import { abortLocalGroup, createLocalGroup, openLocalCommunicator, type Communicator, type LocalGroupHandle } from '../distributed/index.js';
+import { abortCommunicator, abortLocalGroup, createLocalGroup, openGroup, type Communicator, type GlooGroupRef, type GroupRef } from '../distributed/index.js';
 import { createOps } from '../kernels/index.js';
-import { parallelGroups, type ForwardBatch, type ForwardOutput } from '../layers/index.js';
+import { parallelGroups, parallelLayout, type ForwardBatch, type ForwardOutput } from '../layers/index.js';
 import { KVPool, type KVPoolLayout } from '../mem_cache/index.js';
 import { getModelDefinition, loadModel, type LoadedModel } from '../models/index.js';
 import type { ForwardModel } from './model_runner.js';
@@ -32,8 +32,9 @@ export interface TpRankInit {
   readonly overrides: Record<string, unknown> | string;
   readonly threads: number;
   readonly kernelEnv?: KernelEnv;
-  readonly world: LocalGroupHandle;
-  readonly tp: LocalGroupHandle;
+  /** The world group (in-process, or Gloo across nodes: then `rank` is the global rank). */
+  readonly world: GroupRef;
+  readonly tp: GroupRef;
   readonly board: RankBoardHandle;
 }
 
@@ -130,6 +131,29 @@ export interface TpLaunchOptions {
   /** --dist-timeout in ms: how long a collective (and start-up) waits for a rank (default 30 minutes). */
   readonly timeoutMs?: number;
   readonly logger?: Logger;
+  /** Multi-node (--nnodes > 1): this node's ranks and the Gloo groups spanning every node; absent on one node. */
+  readonly nodes?: TpNodes;
+}
+
+/** A node's part of a multi-node layout (plain data: crosses into the engine's worker thread). */
+export interface TpNodes {
+  /** Gloo world group of all tp ranks (every node). */
+  readonly world: GlooGroupRef;
+  /** Gloo TP group (the same ranks as world while pp = 1). */
+  readonly tp: GlooGroupRef;
+  /** Global rank of this node's first rank (node_rank × ranksPerNode). */
+  readonly firstRank: number;
+  /** Ranks on this node (tp_size / nnodes), all threads of this process. */
+  readonly ranksPerNode: number;
+}
+
+/**
+ * Breaks the groups so every rank blocked in them throws at once: in-process groups through their shared memory
+ * (naming `deadRank` and `reason`), Gloo groups by closing this rank's pairs (`comms`, the communicators held here).
+ */
+export function breakGroups(refs: readonly GroupRef[], comms: readonly Communicator[], deadRank: number | null, reason: string): void {
+  for (const h of refs) if (h.backend !== 'gloo') abortLocalGroup(h, deadRank, reason);
+  if (refs.some((h) => h.backend === 'gloo')) for (const c of comms) abortCommunicator(c);
 }
 
 /** The launched ranks: rank 0's wrapped model and what it loaded. */
@@ -153,34 +177,37 @@ export interface TpLaunch {
 export function launchTpRanks(o: TpLaunchOptions): TpLaunch {
   const logger = o.logger ?? SILENT_LOGGER;
   if (o.epSize < 1 || o.tpSize % o.epSize !== 0) throw new InvalidRequestError(`--ep-size (${o.epSize}) must divide --tp-size (${o.tpSize})`, 'ep_size');
-  const threads = o.threadsPerRank ?? defaultThreadsPerRank(o.tpSize);
+  const nodes = o.nodes ?? null;
+  if (nodes && nodes.firstRank !== 0) throw new DistributedError('launchTpRanks runs on node 0 (global rank 0); other nodes use runNodeRanks');
+  const localRanks = nodes ? nodes.ranksPerNode : o.tpSize;
+  const threads = o.threadsPerRank ?? defaultThreadsPerRank(localRanks);
   const timeoutMs = o.timeoutMs ?? 1_800_000;
-  const world = createLocalGroup(o.tpSize, { name: 'world', timeoutMs });
-  const tp = createLocalGroup(o.tpSize, { name: 'tp', timeoutMs });
+  // In one process: native shared memory when the addon has it, else SharedArrayBuffer; across nodes: Gloo.
+  const world: GroupRef = nodes ? nodes.world : createLocalGroup(o.tpSize, { name: 'world', timeoutMs });
+  const tp: GroupRef = nodes ? nodes.tp : createLocalGroup(o.tpSize, { name: 'tp', timeoutMs });
   const board = RankBoard.create(o.tpSize);
-  const worldComm = openLocalCommunicator(world, 0);
-  const tpComm = openLocalCommunicator(tp, 0);
-  const groups = [worldComm, tpComm];
+  const groups: Communicator[] = [];
   const workers: Worker[] = [];
   const overrides = o.overrides ?? {};
   let rank0: LoadedModel;
   let allocKv: (floats: number) => Float32Array;
+  let worldComm: Communicator;
   try {
-    // Rank 0 first plans its shard, so a layout the model cannot split stops start-up before any thread starts.
-    const parallel = parallelGroups(0, o.tpSize, o.epSize, tpComm);
     const ops = createOps({ threads, ...(o.kernelEnv ? { env: o.kernelEnv } : {}) });
     allocKv = (n) => ops.allocateKvBuffer(n);
     const init = (rank: number): TpRankInit => ({ rank, tpSize: o.tpSize, epSize: o.epSize, modelPath: o.modelPath, overrides, threads, ...(o.kernelEnv ? { kernelEnv: o.kernelEnv } : {}), world, tp, board: board.handle });
     const config = loadModelConfig(o.modelPath, overrides);
     const definition = getModelDefinition(config);
     if (!definition.shardTensors) throw new UnsupportedFeatureError(`architecture ${config.architectures[0] ?? '?'} has no tensor-parallel layout (--tp-size ${o.tpSize})`);
-    definition.shardTensors(config, definition.expectedTensors(config), parallel); // a layout error stops here, before any thread
-    for (let r = 1; r < o.tpSize; r++) {
-      const w = new Worker(new URL('./tp_worker_main.js', import.meta.url), { workerData: init(r) });
-      w.on('error', (e) => logger.error(`TP rank ${r} thread died: ${e.message}`));
-      workers.push(w);
-    }
-    rank0 = loadModel(o.modelPath, { ops, overrides, logger, parallel }); // the workers load their shards meanwhile
+    // Rank 0 first plans its shard, so a layout the model cannot split stops start-up before any thread starts.
+    definition.shardTensors(config, definition.expectedTensors(config), parallelLayout(0, o.tpSize, o.epSize));
+    for (let r = 1; r < localRanks; r++) workers.push(spawnRank(init(r), board, logger));
+    // Opening a Gloo group blocks until every rank of every node has joined (the workers join on their threads).
+    worldComm = openGroup(world, 0);
+    groups.push(worldComm);
+    const tpComm = openGroup(tp, 0);
+    groups.push(tpComm);
+    rank0 = loadModel(o.modelPath, { ops, overrides, logger, parallel: parallelGroups(0, o.tpSize, o.epSize, tpComm) }); // the workers load their shards meanwhile
     board.ready(0, rank0.weightBytes);
     try {
       worldComm.barrier(); // every rank has loaded (or one failed and aborted the group)
@@ -189,21 +216,71 @@ export function launchTpRanks(o: TpLaunchOptions): TpLaunch {
       throw why ? new ModelLoadError(`tensor-parallel start-up failed: ${why}`, {}, { cause: e }) : e;
     }
   } catch (e) {
-    for (const h of [world, tp]) abortLocalGroup(h, null, `TP start-up failed: ${(e as Error).message}`);
+    breakGroups([world, tp], groups, null, `TP start-up failed: ${(e as Error).message}`);
     for (const w of workers) void w.terminate();
     throw e;
   }
-  const weightBytes = Array.from({ length: o.tpSize }, (_, r) => board.weightBytesOf(r));
-  for (let r = 0; r < o.tpSize; r++) logger.info(`[TP${r}] Load weight end. weight bytes=${weightBytes[r]} (${(weightBytes[r] / 2 ** 20).toFixed(2)} MiB), tp_size=${o.tpSize}, ep_size=${o.epSize}, threads=${threads}, comm=${tp.backend}`);
+  const weightBytes = Array.from({ length: localRanks }, (_, r) => board.weightBytesOf(r));
+  for (let r = 0; r < localRanks; r++) logger.info(`[TP${r}] Load weight end. weight bytes=${weightBytes[r]} (${(weightBytes[r] / 2 ** 20).toFixed(2)} MiB), tp_size=${o.tpSize}, ep_size=${o.epSize}, threads=${threads}, comm=${tp.backend}`);
   const control: TpRanksControl = {
     channel: new CommStepChannel(worldComm),
     groups,
     abort: (reason) => {
       if (board.failures() === '') board.fail(0, reason); // the peers then know the cause is not theirs
-      for (const h of [world, tp]) abortLocalGroup(h, null, reason);
+      breakGroups([world, tp], groups, null, reason);
     },
     failures: () => board.failures(),
     onClose: () => { for (const w of workers) w.unref(); },
   };
   return { model: new TpForwardModel(rank0.model, o.tpSize, control), rank0, weightBytes, threadsPerRank: threads, allocKv };
+}
+
+/**
+ * Starts one rank's worker thread. A thread that exits without leaving its loop (a crash, process.exit, a throw
+ * outside the loop) breaks the in-process groups, so its peers fail at once instead of waiting out the timeout (across
+ * nodes, Gloo sees the closed pairs itself).
+ */
+function spawnRank(init: TpRankInit, board: RankBoard, logger: Logger): Worker {
+  const r = init.rank;
+  const w = new Worker(new URL('./tp_worker_main.js', import.meta.url), { workerData: init });
+  w.on('error', (e) => logger.error(`TP rank ${r} thread died: ${e.message}`));
+  w.on('exit', (code) => {
+    const st = board.stateOf(r);
+    if (st === 'exited' || st === 'failed') return;
+    board.fail(r, `thread exited (code ${code}) before leaving its step loop`);
+    breakGroups([init.world, init.tp], [], r, `TP rank ${r} thread exited with code ${code}`);
+  });
+  return w;
+}
+
+/**
+ * A node > 0 of a multi-node layout: runs this node's ranks (global ranks firstRank..firstRank+ranksPerNode-1) as
+ * worker threads; they join the Gloo groups, load their shards and follow global rank 0's steps until the shutdown
+ * step.
+ * @returns once every rank has left its loop; rejects with the first rank failure (DistributedError naming it)
+ */
+export function runNodeRanks(o: TpLaunchOptions & { readonly nodes: TpNodes }): Promise<void> {
+  const logger = o.logger ?? SILENT_LOGGER;
+  const { nodes } = o;
+  const threads = o.threadsPerRank ?? defaultThreadsPerRank(nodes.ranksPerNode);
+  const board = RankBoard.create(o.tpSize);
+  const overrides = o.overrides ?? {};
+  const ranks = Array.from({ length: nodes.ranksPerNode }, (_, i) => nodes.firstRank + i);
+  return new Promise<void>((resolve, reject) => {
+    let left = ranks.length;
+    const workers = ranks.map((rank) => {
+      const init: TpRankInit = { rank, tpSize: o.tpSize, epSize: o.epSize, modelPath: o.modelPath, overrides, threads, ...(o.kernelEnv ? { kernelEnv: o.kernelEnv } : {}), world: nodes.world, tp: nodes.tp, board: board.handle };
+      const w = spawnRank(init, board, logger);
+      w.on('exit', () => {
+        if (board.stateOf(rank) === 'failed') {
+          for (const x of workers) void x.terminate();
+          reject(new DistributedError(board.failures() || `TP rank ${rank} failed`));
+          return;
+        }
+        if (--left === 0) resolve();
+      });
+      return w;
+    });
+    logger.info(`node ranks ${ranks[0]}..${ranks[ranks.length - 1]} started (threads per rank ${threads})`);
+  });
 }

@@ -2,19 +2,22 @@
 // shard, reports on the RankBoard, meets the others at the world barrier, then runs the step loop until shutdown.
 // A failure is written to the board and aborts both groups, so rank 0 and the peers stop waiting at once.
 import { workerData } from 'node:worker_threads';
-import { abortLocalGroup, openLocalCommunicator } from '../distributed/index.js';
+import { openGroup, type Communicator } from '../distributed/index.js';
 import { createOps } from '../kernels/index.js';
 import { parallelGroups } from '../layers/index.js';
 import { loadModel } from '../models/index.js';
 import { CommStepChannel, RankBoard } from './rank_channel.js';
-import { runRankLoop, type TpRankInit } from './tp_runner.js';
+import { breakGroups, runRankLoop, type TpRankInit } from './tp_runner.js';
 
 const init = workerData as TpRankInit | null;
 if (init) {
   const board = new RankBoard(init.board);
-  const world = openLocalCommunicator(init.world, init.rank);
-  const tp = openLocalCommunicator(init.tp, init.rank);
+  const comms: Communicator[] = [];
   try {
+    const world = openGroup(init.world, init.rank); // across nodes: blocks until every rank has joined
+    comms.push(world);
+    const tp = openGroup(init.tp, init.rank);
+    comms.push(tp);
     const ops = createOps({ threads: init.threads, ...(init.kernelEnv ? { env: init.kernelEnv } : {}) });
     const loaded = loadModel(init.modelPath, { ops, overrides: init.overrides, parallel: parallelGroups(init.rank, init.tpSize, init.epSize, tp) });
     board.ready(init.rank, loaded.weightBytes);
@@ -28,10 +31,9 @@ if (init) {
     if (err.name !== 'DistributedError' || board.failures() === '') {
       board.fail(init.rank, err.message);
       process.stderr.write(`[TP${init.rank}] rank failed: ${err.stack ?? err.message}\n`);
-      for (const h of [init.world, init.tp]) abortLocalGroup(h, init.rank, `TP rank ${init.rank} failed: ${err.message}`);
+      breakGroups([init.world, init.tp], comms, init.rank, `TP rank ${init.rank} failed: ${err.message}`);
     }
   } finally {
-    world.close();
-    tp.close();
+    for (const c of comms) c.close();
   }
 }
