@@ -16,6 +16,9 @@ import { REASONING_PARSER_NAMES, TOOL_CALL_PARSER_NAMES } from '../parsers/index
 import { BuilderChatPrompt, HttpServer, ParserChatOutput, PLAIN_CHAT_OUTPUT, ServerMetrics } from '../server/index.js';
 import { ChatPromptBuilder } from '../tokenizer/index.js';
 import { ensureEmbeddedModel } from './embedded_model.js';
+import { joinCluster, runFollowerNode } from './multinode.js';
+import { exitProcessNow } from '../distributed/index.js';
+import type { Cluster } from './multinode.js';
 
 /** tsglang's version (package.json), reported by /get_server_info. */
 function packageVersion(): string {
@@ -67,6 +70,7 @@ export async function run(argv: string[]): Promise<number> {
   // a live engine worker thread or listening socket would keep the process alive after an error.
   let engine: Engine | null = null;
   let server: HttpServer | null = null;
+  let cluster: Cluster | null = null;
   let ready = false;
   let stopRequested: ((sig: string) => void) | null = null;
   const onSignal = (sig: 'SIGINT' | 'SIGTERM') => {
@@ -80,7 +84,7 @@ export async function run(argv: string[]): Promise<number> {
       return;
     }
     // During start-up (or a second signal): nothing to drain; stop the engine and leave now.
-    void teardown(engine, server, logger).finally(() => process.exit(sig === 'SIGINT' ? 130 : 143));
+    void teardown(engine, server, logger).finally(() => (cluster ? exitProcessNow : process.exit)(sig === 'SIGINT' ? 130 : 143));
   };
   const onSigint = () => onSignal('SIGINT');
   const onSigterm = () => onSignal('SIGTERM');
@@ -103,10 +107,22 @@ export async function run(argv: string[]): Promise<number> {
     const shown = { ...args, modelPath, tokenizerPath: args.tokenizerPath ?? modelPath, servedModelName: served };
     logger.info(`server_args=ServerArgs(${Object.entries(snakeArgs(shown)).map(([k, v]) => `${k}=${pyRepr(v)}`).join(', ')})`);
 
+    // 1b. --nnodes > 1: join the other nodes (cli/multinode.ts); a node > 0 runs its ranks only, no HTTP server
+    if (args.nnodes > 1) {
+      cluster = await joinCluster(args, modelPath, logger);
+      if (args.nodeRank > 0) exitProcessNow(await runFollowerNode(args, modelPath, env, cluster, logger));
+      cluster.bootstrap.onFatal((err) => {
+        // In-flight requests fail with the ranks' DistributedError; give their error responses a moment, then exit.
+        logger.error(`${err.message}; shutting the server down`);
+        setTimeout(() => void teardown(engine, server, logger).finally(() => exitProcessNow(1)), 1500).unref();
+      });
+    }
+
     // 2. engine (worker thread): loads weights, sizes the KV pool; prompts are tokenized in a tokenizer worker thread
     engine = await Engine.create({
       ...engineSlice(args, modelPath), kernelEnv: env, useWorkerThread: true, tokenizerWorker: true,
       ...(env.tokenizeTimeoutMs !== null ? { tokenizeTimeoutMs: env.tokenizeTimeoutMs } : {}),
+      ...(cluster ? { tpNodes: cluster.tpNodes } : {}),
     }, logger);
     // 3. HTTP server
     const config = httpServerSlice(args, served);
@@ -149,25 +165,40 @@ export async function run(argv: string[]): Promise<number> {
       logger.info('The server is fired up and ready to roll!');
     });
     ready = false;
-    await teardown(engine, server, logger);
+    cluster?.bootstrap.expectShutdown();
+    await teardown(engine, server, logger); // under TP the engine sends every rank, on every node, the shutdown step
+    if (cluster) {
+      await cluster.bootstrap.announceShutdown().catch(() => undefined);
+      await cluster.bootstrap.close();
+      exitProcessNow(0);
+    }
     return 0;
   } catch (err) {
     await teardown(engine, server, logger);
-    if (err instanceof UnsupportedFeatureError || err instanceof InvalidRequestError) {
-      process.stderr.write(`tsglang serve: error: ${err.message}\n`);
-      return 2;
-    }
-    if (err instanceof TsglangError) {
-      process.stderr.write(`tsglang serve: ${err.name}: ${err.message}\n`);
-      return 1;
-    }
-    // listen EADDRINUSE / ENOTFOUND / EACCES and other system errors: start-up failed.
-    process.stderr.write(`tsglang serve: error: ${(err as Error).message ?? String(err)}\n`);
-    return 1;
+    await cluster?.bootstrap.close();
+    const code = startupFailure(err);
+    // Multi-node: a rank thread may still be blocked in Gloo on a node that is gone; leave without joining it.
+    if (cluster) exitProcessNow(code);
+    return code;
   } finally {
     process.off('SIGINT', onSigint);
     process.off('SIGTERM', onSigterm);
   }
+}
+
+/** Prints why start-up failed and returns the exit code (2: a flag or an unsupported feature, 1: anything else). */
+function startupFailure(err: unknown): number {
+  if (err instanceof UnsupportedFeatureError || err instanceof InvalidRequestError) {
+    process.stderr.write(`tsglang serve: error: ${err.message}\n`);
+    return 2;
+  }
+  if (err instanceof TsglangError) {
+    process.stderr.write(`tsglang serve: ${err.name}: ${err.message}\n`);
+    return 1;
+  }
+  // listen EADDRINUSE / ENOTFOUND / EACCES and other system errors: start-up failed.
+  process.stderr.write(`tsglang serve: error: ${(err as Error).message ?? String(err)}\n`);
+  return 1;
 }
 
 /**

@@ -350,7 +350,7 @@ export function validateServerArgs(a: Readonly<ServerArgs>, given: ReadonlySet<s
   if (a.tpSize > machineCpus) notices.push(`--tp-size ${a.tpSize} runs ${a.tpSize} rank threads on ${machineCpus} CPU core(s): ranks share cores (slower, same results)`);
   if (a.dpSize > 1) notBuilt(`data parallelism (--dp-size ${a.dpSize}${a.enableDpAttention ? ' with --enable-dp-attention' : ''})`);
   if (a.ppSize > 1) notBuilt(`pipeline parallelism (--pp-size ${a.ppSize})`);
-  if (a.nnodes > 1) notBuilt(`multi-node serving (--nnodes ${a.nnodes})`);
+  // --nnodes > 1: cli/multinode.ts (needs Gloo; checks --dist-init-addr and tp_size % nnodes)
   if (a.enablePrefillCp || a.attnCpSize > 1) notBuilt('prefill context parallelism (--enable-prefill-cp / --attn-cp-size)');
   if (a.moeA2aBackend !== 'none') notBuilt(`MoE all-to-all backend '${a.moeA2aBackend}' (--moe-a2a-backend)`);
   if (a.speculativeAlgorithm !== null) notBuilt(`speculative decoding (--speculative-algorithm ${a.speculativeAlgorithm})`);
@@ -370,7 +370,7 @@ export function validateServerArgs(a: Readonly<ServerArgs>, given: ReadonlySet<s
     }
   }
   if (given.has('disable-overlap-schedule')) notices.push('--disable-overlap-schedule: tsglang has no overlap scheduler; nothing to disable');
-  if (given.has('dist-init-addr') || given.has('dist-timeout')) notices.push('--dist-init-addr/--dist-timeout: single-node, single-rank serving; no distributed init happens');
+  if (a.nnodes === 1 && a.tpSize === 1 && (given.has('dist-init-addr') || given.has('dist-timeout'))) notices.push('--dist-init-addr/--dist-timeout: single-node, single-rank serving; no distributed init happens');
   if (given.has('revision')) notices.push('--revision: local checkpoint directories have no revisions; ignored');
   if (given.has('dtype') && a.dtype !== 'auto') notices.push(`--dtype ${a.dtype}: the CPU engine computes in float32`);
   if (given.has('watchdog-timeout')) notices.push('--watchdog-timeout: no watchdog in tsglang yet');

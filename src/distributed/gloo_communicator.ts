@@ -22,6 +22,8 @@ export interface GlooAddon {
   glooAllToAll(h: GlooHandle, src: ArrayBufferView, dst: ArrayBufferView, timeoutMs: number): void;
   glooBarrier(h: GlooHandle, timeoutMs: number): void;
   glooClose(h: GlooHandle): void;
+  /** _exit(code) at once (no worker-thread joins: a rank blocked in Gloo cannot be joined). */
+  glooHardExit(code: number): never;
 }
 
 /** The package to install when the Gloo addon is missing (named in every "unavailable" message). */
@@ -46,6 +48,17 @@ export function loadGlooAddon(): { addon: GlooAddon | null; reason: string | nul
   } catch (err) {
     return (cached = { addon: null, reason: `the Gloo addon failed to load (${(err as Error).message.split('\n')[0]}; is ${GLOO_PACKAGE} installed?)` });
   }
+}
+
+/**
+ * Ends the process at once with `code` (after stderr, which is synchronous on Linux pipes and files, is written):
+ * the multi-node exit paths use it because Node joins every worker thread on exit, and a rank thread blocked in a Gloo
+ * collective with a node that is gone cannot be joined. Falls back to process.exit without the addon.
+ */
+export function exitProcessNow(code: number): never {
+  const { addon } = loadGlooAddon();
+  if (addon && typeof addon.glooHardExit === 'function') addon.glooHardExit(code);
+  process.exit(code);
 }
 
 /** Where and how one rank joins a Gloo group (plain data: pass it in workerData). */

@@ -7,7 +7,7 @@ export type { ShmGroupHandle, ShmGroupOptions } from './shm_communicator.js';
 export { loadShmAddon } from './shm_addon.js';
 export { abortLocalGroup, createLocalGroup, openLocalCommunicator } from './local_group.js';
 export type { LocalGroupHandle, LocalGroupOptions, SabLocalGroupHandle } from './local_group.js';
-export { GLOO_PACKAGE, GlooCommunicator, loadGlooAddon } from './gloo_communicator.js';
+export { exitProcessNow, GLOO_PACKAGE, GlooCommunicator, loadGlooAddon } from './gloo_communicator.js';
 export type { GlooAddon, GlooGroupSpec } from './gloo_communicator.js';
 export { TcpStoreClient, TcpStoreServer } from './tcp_store.js';
 export { abortCommunicator, openGroup } from './group_ref.js';

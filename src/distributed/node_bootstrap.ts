@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { DistributedError } from '../common/index.js';
 import type { GlooGroupSpec } from './gloo_communicator.js';
+import type { GlooGroupRef } from './group_ref.js';
 import { TcpStoreClient, TcpStoreServer } from './tcp_store.js';
 
 /** host and port of `--dist-init-addr` ("host:port", "[v6]:port"). @throws DistributedError when malformed */
@@ -107,6 +108,12 @@ export class NodeBootstrap {
     };
   }
 
+  /** The Gloo group `name` of `size` global ranks, as plain data (each rank thread opens it with its global rank). */
+  groupRef(name: string, size: number): GlooGroupRef {
+    const { rank: _rank, ...spec } = this.groupSpec(name, 0, size);
+    return { backend: 'gloo', spec };
+  }
+
   /** Registers a callback for the first fatal fault (a node lost); called at most once. */
   onFatal(cb: (err: DistributedError) => void): void {
     if (this.fatal) cb(this.fatal);
@@ -117,6 +124,11 @@ export class NodeBootstrap {
     if (this.fatal || this.closed || this.stopping) return;
     this.fatal = err;
     for (const cb of this.fatalCbs.splice(0)) cb(err);
+  }
+
+  /** Node 0, when its shutdown begins: from now on other nodes leaving is expected (not fatal). */
+  expectShutdown(): void {
+    this.stopping = true;
   }
 
   /** Node 0: tells every other node to shut down (they see it in waitShutdown). */

@@ -73,6 +73,7 @@ function loadTpModel(options: EngineOptions, logger: Logger): TpLaunch {
     ...(options.numThreads !== undefined ? { threadsPerRank: options.numThreads } : {}),
     ...(options.kernelEnv ? { kernelEnv: options.kernelEnv } : {}),
     ...(options.distTimeout ? { timeoutMs: options.distTimeout * 1000 } : {}),
+    ...(options.tpNodes ? { nodes: options.tpNodes } : {}),
     logger,
   });
 }

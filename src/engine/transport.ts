@@ -43,10 +43,19 @@ export class WorkerTransport implements CoreTransport {
 
   async close(): Promise<void> {
     this.closing = true;
+    // Let the core handle the shutdown (under TP it sends every rank, on every node, the shutdown step) and leave on
+    // its own; terminate only if it has not within the grace (a rank stuck in a collective would otherwise stay).
+    const exited = new Promise<void>((resolve) => this.worker.once('exit', () => resolve()));
     this.worker.postMessage({ type: 'shutdown' } satisfies ToCoreMsg);
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([exited, new Promise<void>((resolve) => (timer = setTimeout(resolve, SHUTDOWN_GRACE_MS)))]);
+    clearTimeout(timer);
     await this.worker.terminate();
   }
 }
+
+/** How long close() lets the engine worker leave by itself before terminating it. */
+const SHUTDOWN_GRACE_MS = 3000;
 
 /** Runs the core on this thread (tests); messages are delivered on later macrotasks in both directions. */
 export class InProcessTransport implements CoreTransport {

@@ -5,6 +5,7 @@
 //          ──TokenizedReq──▶ scheduler + model + detokenizer (worker thread, or in-process for tests)
 //          ◀──GenerateOutput (AsyncIterable, one per emission)── Engine
 import type { KernelEnv } from '../config/index.js';
+import type { TpNodes } from '../executor/index.js';
 import type { SamplingParamsInput } from '../sampling/index.js';
 import type { FinishReasonData, SchedulePolicy } from '../scheduler/index.js';
 
@@ -139,6 +140,8 @@ export interface EngineOptions {
   readonly epSize?: number;
   /** --dist-timeout, seconds: how long a rank waits for its peers (default 1800, torch.distributed's). */
   readonly distTimeout?: number | null;
+  /** --nnodes > 1 on node 0: this node's ranks and the Gloo groups spanning every node (cli/multinode.ts). */
+  readonly tpNodes?: TpNodes;
   /** Kernel environment variables (config's readKernelEnv(); default: read when the model loads). */
   readonly kernelEnv?: KernelEnv;
   /** Run scheduler + model in a worker thread (default true; tests use false = in-process). */

@@ -15,9 +15,11 @@
 //   glooAllReduceSum(h, f32, timeoutMs)  glooAllGather(h, src, dst, timeoutMs)  glooReduceScatterSum(h, src, dst, t)
 //   glooBroadcast(h, buf, root, timeoutMs)  glooAllToAll(h, src, dst, timeoutMs)  glooBarrier(h, timeoutMs)
 //   glooClose(h)  glooStoreAdd(host, port, key, delta, timeoutMs) → number   (all throw Error with the reason)
+//   glooHardExit(code): _exit(code)
 #include <node_api.h>
 #include <immintrin.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <gloo/allgather.h>
 #include <gloo/alltoall.h>
@@ -336,6 +338,14 @@ GLOO_FN(glooStoreAdd) {
   return out;
 }
 
+// hardExit(code): _exit(code) at once. For multi-node exit paths: a rank thread blocked in a Gloo call (waiting for a
+// peer that is gone) cannot be joined, and Node joins every worker thread in process.exit. Logs are written first.
+GLOO_FN(glooHardExit) {
+  (void)gp;
+  Args a(env, info, 1);
+  _exit(static_cast<int>(a.i64(0)));
+}
+
 napi_value init(napi_env env, napi_value exports) {
   const napi_property_descriptor props[] = {
       {"glooCreate", nullptr, glooCreate, nullptr, nullptr, nullptr, napi_default, nullptr},
@@ -346,6 +356,7 @@ napi_value init(napi_env env, napi_value exports) {
       {"glooAllToAll", nullptr, glooAllToAll, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"glooBarrier", nullptr, glooBarrier, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"glooClose", nullptr, glooClose, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"glooHardExit", nullptr, glooHardExit, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"glooStoreAdd", nullptr, glooStoreAdd, nullptr, nullptr, nullptr, napi_default, nullptr},
   };
   napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props);
