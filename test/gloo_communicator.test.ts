@@ -116,9 +116,11 @@ test('Gloo: a rank that never joins → DistributedError after the timeout', { s
   }
 });
 
-test('Gloo: killing a rank process mid-collective makes its peer fail fast, no hang', { skip: skipGloo }, async () => {
+test('Gloo: killing a rank process mid-collective makes its peer fail (connection reset, at worst the collective timeout), no hang', { skip: skipGloo }, async () => {
   const store = await TcpStoreServer.listen('127.0.0.1', 0);
-  const procs = [0, 1].map((rank) => spawn(process.execPath, [PROC, JSON.stringify(spec(store, 'kill/', rank, 2, 60_000))], { stdio: ['ignore', 'pipe', 'pipe'] }));
+  // The collective timeout bounds the worst case (a peer that dies at an unlucky moment of Gloo's protocol may only be
+  // noticed by the timeout; usually the reset connection fails the call within milliseconds).
+  const procs = [0, 1].map((rank) => spawn(process.execPath, [PROC, JSON.stringify(spec(store, 'kill/', rank, 2, 5000))], { stdio: ['ignore', 'pipe', 'pipe'] }));
   try {
     const out = procs.map(() => ({ text: '' }));
     procs.forEach((p, i) => p.stdout!.on('data', (d) => (out[i].text += d)));
@@ -129,10 +131,10 @@ test('Gloo: killing a rank process mid-collective makes its peer fail fast, no h
     await new Promise((r) => setTimeout(r, 200));
     const t0 = Date.now();
     procs[1].kill('SIGKILL');
-    const code = await Promise.race([exited[0], new Promise<'hang'>((res) => setTimeout(() => res('hang'), 15_000))]);
+    const code = await Promise.race([exited[0], new Promise<'hang'>((res) => setTimeout(() => res('hang'), 25_000))]);
     assert.equal(code, 3, `rank 0 exit: ${code}; output ${out[0].text}`);
-    assert.match(out[0].text, /ERROR group 'world' rank 0 of 2: all-reduce failed: .* \(test node\)/);
-    assert.ok(Date.now() - t0 < 15_000);
+    assert.match(out[0].text, /ERROR group 'world' rank 0 of 2: all-reduce failed: .*(Connection reset|Connection closed|Timed out).* \(test node\)/);
+    assert.ok(Date.now() - t0 < 25_000);
   } finally {
     for (const p of procs) if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
     await store.close();

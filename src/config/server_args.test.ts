@@ -73,7 +73,6 @@ test('flags whose feature is not built stop start-up with a message saying so', 
     [['--kv-cache-dtype', 'fp8_e4m3'], /KV cache dtype 'fp8_e4m3'/],
     [['--enable-prefill-cp', '--cp-strategy', 'interleave'], /context parallelism/],
     [['--pp-size', '2'], /pipeline parallelism/],
-    [['--nnodes', '2', '--node-rank', '1'], /multi-node/],
     [['--moe-a2a-backend', 'deepep'], /all-to-all/],
     [['--quantization', 'modelopt_fp4'], /quantization 'modelopt_fp4'/],
   ];
@@ -143,4 +142,14 @@ test('SGLANG_DSA_PREFILL_DENSE_ATTN_KV_LEN_THRESHOLD: read (and its NSA alias); 
   assert.equal(dsaDenseThresholdNotice(env, 8192), null, 'threshold = index_topk: dense == top-k of all keys');
   assert.equal(dsaDenseThresholdNotice(env, undefined), null, 'not a DSA model');
   assert.equal(dsaDenseThresholdNotice(readServerEnv({}), 16), null);
+});
+
+test('the seed multi-node command parses and validates (--nnodes 2 --node-rank 1 --nccl-init-addr / --dist-init-addr); multi-node start-up itself is cli/multinode.ts', () => {
+  for (const spell of ['--dist-init-addr', '--nccl-init-addr', '--nccl-init']) {
+    const { args, given } = parseServerArgs(['--tp', '4', '--nnodes', '2', '--node-rank', '1', spell, '10.0.0.1:5000', '--dist-timeout', '60']);
+    assert.equal(args.distInitAddr, '10.0.0.1:5000');
+    assert.deepEqual([args.nnodes, args.nodeRank, args.distTimeout], [2, 1, 60]);
+    const { notices } = validateServerArgs(args, given, 2);
+    assert.ok(!notices.some((n) => /dist-init-addr/.test(n)), notices.join('\n'));
+  }
 });
