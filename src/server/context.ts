@@ -38,6 +38,8 @@ export interface ServerDeps {
 export interface Exchange {
   /** Aborted when the client disconnects before the response is complete. */
   readonly signal: AbortSignal;
+  /** performance.now() (ms) when the request arrived: the start of TTFT and E2E latency (SGLang's created_time). */
+  readonly arrivalMs: number;
   /** True once a status line was written. */
   readonly headersSent: boolean;
   /** Writes a complete JSON response. */

@@ -2,7 +2,7 @@
 // parsing, CORS, client-disconnect → abort, and the small admin routes. The handlers of the generation routes
 // live in serving_*.ts; error → status/body mapping lives in http_errors.ts. Never runs model math or the BPE:
 // everything heavy is the engine's (its tokenizer worker and core worker threads).
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { STATUS_CODES, createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { AbortReqInputSchema, SSE_CONTENT_TYPE, parseWire } from '../protocol/index.js';
 import type { ModelCard } from '../protocol/index.js';
@@ -18,6 +18,23 @@ import {
   type HttpError,
 } from './http_errors.js';
 import { WEIGHT_VERSION, newRid, nowSeconds } from './request_utils.js';
+import { withRequestLogging } from './request_logger.js';
+
+/**
+ * uvicorn's access log line, at info level once the response is complete (or the connection closed):
+ * `127.0.0.1:54321 - "POST /v1/chat/completions HTTP/1.1" 200 OK`.
+ */
+function logAccess(req: IncomingMessage, res: ServerResponse, logger: ServerDeps['logger']): void {
+  let done = false;
+  const line = () => {
+    if (done) return;
+    done = true;
+    const phrase = STATUS_CODES[res.statusCode] ?? '';
+    logger.info(`${req.socket.remoteAddress ?? '-'}:${req.socket.remotePort ?? 0} - "${req.method ?? 'GET'} ${req.url ?? '/'} HTTP/${req.httpVersion}" ${res.statusCode}${phrase ? ' ' + phrase : ''}`);
+  };
+  res.once('finish', line);
+  res.once('close', line);
+}
 
 const CORS_HEADERS = {
   'access-control-allow-origin': '*',
@@ -31,6 +48,7 @@ const HEALTH_CHECK_TIMEOUT_MS = 20_000;
 
 class NodeExchange implements Exchange {
   private readonly controller = new AbortController();
+  readonly arrivalMs = performance.now();
   constructor(private readonly res: ServerResponse) {
     res.on('close', () => {
       if (!res.writableFinished) this.controller.abort();
@@ -121,11 +139,16 @@ export class HttpServer {
   /** Responses not yet finished or closed. */
   private active = 0;
 
+  private readonly deps: ServerDeps;
+
   /** @param deps engine, tokenizer, config slice, prompt builder, parsers, metrics, logger */
-  constructor(private readonly deps: ServerDeps) {
+  constructor(deps: ServerDeps) {
+    // --log-requests: every route's engine calls go through SGLang's Receive/Finish request log
+    this.deps = deps.config.logRequests ? { ...deps, engine: withRequestLogging(deps.engine, deps.logger, deps.config.logRequestsLevel) } : deps;
     this.server = createServer((req, res) => {
       this.active++;
       res.once('close', () => { this.active--; });
+      logAccess(req, res, deps.logger);
       this.dispatch(req, res).catch((err: unknown) => {
         deps.logger.error(`unhandled error on ${req.method} ${req.url}: ${(err as Error)?.stack ?? String(err)}`);
         const e = toHttpError(err);

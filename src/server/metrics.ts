@@ -62,9 +62,11 @@ export class ServerMetrics {
   /**
    * Passes engine outputs through while observing TTFT (first output), ITL (later outputs; an output carrying k
    * tokens adds k observations of interval/k, as SGLang) and, at finish, E2E latency and token counters.
+   * @param arrivalMs performance.now() when the HTTP request arrived: TTFT and E2E are measured from it, as SGLang
+   *   measures them from the request's created_time (tokenizer_manager.py), whenever this wrapper is applied
    */
-  async *observe(outputs: AsyncIterable<GenerateOutput>): AsyncGenerator<GenerateOutput> {
-    const start = performance.now();
+  async *observe(outputs: AsyncIterable<GenerateOutput>, arrivalMs: number): AsyncGenerator<GenerateOutput> {
+    const start = arrivalMs;
     const last = new Map<number, { t: number; tokens: number }>();
     for await (const o of outputs) {
       const now = performance.now();
@@ -74,7 +76,7 @@ export class ServerMetrics {
       else if (newTokens > 0) for (let i = 0; i < newTokens; i++) this.itl.observe(this.labels, (now - prev.t) / 1000 / newTokens);
       last.set(o.index, { t: now, tokens: o.completionTokens });
       if (o.finished) {
-        this.e2e.observe(this.labels, o.e2eLatencyS ?? (now - start) / 1000);
+        this.e2e.observe(this.labels, (now - start) / 1000);
         this.generationTokens.inc(this.labels, o.completionTokens);
         if (o.index === 0) {
           this.promptTokens.inc(this.labels, o.promptTokens);

@@ -80,7 +80,6 @@ export async function handleChatCompletion(deps: ServerDeps, ex: Exchange, body:
     // (e.g. DeepSeek's <｜tool▁calls▁begin｜>) reach the tool-call parser.
     if (req.tools && req.tools.length > 0 && parseReq.toolChoice !== 'none') samplingParams = { ...samplingParams, skipSpecialTokens: false };
     const wantLogprobs = req.logprobs === true;
-    if (deps.config.logRequests) deps.logger.info(`Receive: obj=ChatCompletion(rid=${rid}, model=${model}, stream=${req.stream === true}, max_tokens=${samplingParams.maxNewTokens ?? 'None'})`);
     deps.metrics?.onRequestStart();
     iter = deps.engine.generate({
       rid,
@@ -109,7 +108,7 @@ export async function handleChatCompletion(deps: ServerDeps, ex: Exchange, body:
   let choices: ChoiceResult[];
   try {
     const all = (async function* () { if (!first.done) yield first.value; for (;;) { const r = await iter.next(); if (r.done) return; yield r.value; } })();
-    choices = await collectChoices(deps.metrics ? deps.metrics.observe(all) : all);
+    choices = await collectChoices(deps.metrics ? deps.metrics.observe(all, ex.arrivalMs) : all);
   } catch (err) {
     const e = toHttpError(err);
     ex.sendJson(e.status, e.body);
@@ -146,7 +145,6 @@ export async function handleChatCompletion(deps: ServerDeps, ex: Exchange, body:
     usage: usageOfChoices(choices, n, deps.config.enableCacheReport),
     metadata: { weight_version: WEIGHT_VERSION },
   };
-  if (deps.config.logRequests) deps.logger.info(`Finish: obj=ChatCompletion(rid=${rid}), out=${JSON.stringify(response.choices.map((c) => c.message.content))}`);
   ex.sendJson(200, response);
 }
 
@@ -193,7 +191,7 @@ async function streamChat(deps: ServerDeps, ex: Exchange, iter: AsyncIterator<Ge
   let lastId = s.idOf(0);
   const outputs = (async function* () { if (!first.done) yield first.value; for (;;) { const r = await iter.next(); if (r.done) return; yield r.value; } })();
   try {
-    for await (const o of deps.metrics ? deps.metrics.observe(outputs) : outputs) {
+    for await (const o of deps.metrics ? deps.metrics.observe(outputs, ex.arrivalMs) : outputs) {
       const id = s.idOf(o.index);
       lastId = id;
       let p = parsers.get(o.index);

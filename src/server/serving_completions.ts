@@ -93,7 +93,6 @@ export async function handleCompletion(deps: ServerDeps, ex: Exchange, body: unk
     const samplingParams = openaiSamplingParams(req, req.max_tokens ?? null, modelDefaults);
     // SGLang serving_completions: echo with logprobs > 0 asks for the prompt's logprobs too (logprob_start_len 0)
     const echoLogprobs = req.echo === true && (req.logprobs ?? 0) > 0;
-    if (deps.config.logRequests) deps.logger.info(`Receive: obj=Completion(rid=${base}, model=${model}, prompts=${prompts.length}, stream=${req.stream === true})`);
     deps.metrics?.onRequestStart();
     const sources = prompts.map((pr, i) => {
       const gen = deps.engine.generate({ rid: rids[i], ...pr, samplingParams, stream: req.stream === true, returnLogprob: wantLogprobs, topLogprobsNum: wantLogprobs ? (req.logprobs ?? 0) : 0, ...(echoLogprobs ? { logprobStartLen: 0 } : {}) }, batchAbort.signal);
@@ -112,7 +111,7 @@ export async function handleCompletion(deps: ServerDeps, ex: Exchange, body: unk
     return 'text' in pr ? pr.text : deps.tokenizer ? deps.tokenizer.decode(pr.inputIds) : '';
   };
   const outputs = deps.metrics
-    ? deps.metrics.observe((async function* () { if (!first.done) yield first.value; for (;;) { const r = await iter.next(); if (r.done) return; yield r.value; } })())
+    ? deps.metrics.observe((async function* () { if (!first.done) yield first.value; for (;;) { const r = await iter.next(); if (r.done) return; yield r.value; } })(), ex.arrivalMs)
     : (async function* () { if (!first.done) yield first.value; for (;;) { const r = await iter.next(); if (r.done) return; yield r.value; } })();
   const state = new Map<number, ChoiceResult>();
   const usage = () => usageOfChoices(state.values(), n, deps.config.enableCacheReport);

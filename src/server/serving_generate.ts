@@ -118,7 +118,6 @@ export async function handleGenerate(deps: ServerDeps, ex: Exchange, body: unkno
     for (let i = 1; i < spList.length; i++) choiceOffset.push(choiceOffset[i - 1] + numSamples[i - 1]);
     checkFanout(inputs.length, numSamples.reduce((a, b) => Math.max(a, typeof b === 'number' ? b : 1), 1));
     const stream = req.stream === true;
-    if (deps.config.logRequests) deps.logger.info(`Receive: obj=GenerateReqInput(rid=${rids.join(',')}, batch=${inputs.length}, stream=${stream})`);
     const sources = inputs.map((input, i) => {
       const params = wireSamplingParams({ ...(preferred ?? {}), ...(spList[i] ?? {}) });
       deps.metrics?.onRequestStart();
@@ -128,7 +127,7 @@ export async function handleGenerate(deps: ServerDeps, ex: Exchange, body: unkno
         logprobStartLen: req.logprob_start_len ?? -1,
         topLogprobsNum: req.top_logprobs_num ?? 0,
       }, batchAbort.signal);
-      const observed = deps.metrics ? deps.metrics.observe(gen) : gen;
+      const observed = deps.metrics ? deps.metrics.observe(gen, ex.arrivalMs) : gen;
       return (async function* () { for await (const o of observed) yield { ...o, batchIdx: i }; })();
     });
     iter = (sources.length === 1 ? sources[0] : mergeAsync(sources, batchAbort))[Symbol.asyncIterator]();
@@ -186,7 +185,6 @@ export async function handleGenerate(deps: ServerDeps, ex: Exchange, body: unkno
       return;
     }
     const out = results.map(response);
-    if (deps.config.logRequests) deps.logger.info(`Finish: obj=GenerateReqInput(rid=${rids.join(',')}), out=${JSON.stringify(out.map((o) => o.text))}`);
     ex.sendJson(200, isBatch || out.length > 1 ? out : out[0]);
     return;
   }
