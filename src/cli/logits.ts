@@ -243,7 +243,7 @@ export async function run(argv: string[]): Promise<number> {
     return 0;
   } catch (err) {
     if (err instanceof TsglangError) {
-      process.stderr.write(`tsglang logits: ${err.name}: ${err.message}\n`);
+      process.stderr.write(`tsglang logits: error: ${err.message}\n`);
       return err instanceof InvalidRequestError ? 2 : 1;
     }
     throw err;

@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+
 // `tsglang <subcommand> [flags]`: dispatches to one module per subcommand (loaded lazily, so `tsglang logits`
 // never loads the HTTP server). Each subcommand module exports `run(argv): Promise<number>` (the exit code).
 
@@ -15,10 +17,28 @@ const SUBCOMMANDS: Record<string, { summary: string; module: string }> = {
   eval: { summary: 'accuracy evals against an OpenAI-compatible server: gsm8k | mmlu | gpqa', module: 'eval' },
 };
 
+/** The SGLang release whose flags, routes and wire format tsglang follows (reported as /get_server_info `version`). */
+export const SGLANG_COMPAT_VERSION = '0.5.10.post1';
+
+/** tsglang's own version (package.json). */
+export function tsglangVersion(): string {
+  try {
+    const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version?: string };
+    return pkg.version ?? '0.0.0';
+  } catch {
+    return '0.0.0';
+  }
+}
+
+/** `tsglang --version`: tsglang's version and the SGLang version it is compatible with. */
+function versionLine(): string {
+  return `tsglang ${tsglangVersion()} (SGLang ${SGLANG_COMPAT_VERSION} compatible)`;
+}
+
 function usage(): string {
   const lines = ['usage: tsglang <command> [flags]', '', 'commands:'];
   for (const [name, s] of Object.entries(SUBCOMMANDS)) lines.push(`  ${name.padEnd(16)} ${s.summary}`);
-  lines.push('', 'Run `tsglang <command> --help` for the flags of a command.');
+  lines.push('', 'Run `tsglang <command> --help` for the flags of a command; `tsglang --version` prints the version.');
   return lines.join('\n') + '\n';
 }
 
@@ -28,6 +48,10 @@ function usage(): string {
  */
 export async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
+  if (cmd === '--version' || cmd === '-V' || cmd === 'version' || (cmd === 'serve' && rest.includes('--version'))) {
+    process.stdout.write(`${versionLine()}\n`);
+    return 0;
+  }
   if (cmd === undefined || cmd === '--help' || cmd === '-h' || cmd === 'help') {
     process.stdout.write(usage());
     return cmd === undefined ? 2 : 0;

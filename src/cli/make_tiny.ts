@@ -83,7 +83,7 @@ export async function run(argv: string[]): Promise<number> {
     return 0;
   } catch (err) {
     if (err instanceof TsglangError) {
-      process.stderr.write(`tsglang make-tiny: ${err.name}: ${err.message}\n`);
+      process.stderr.write(`tsglang make-tiny: error: ${err.message}\n`);
       return err instanceof InvalidRequestError ? 2 : 1;
     }
     if (typeof (err as NodeJS.ErrnoException).code === 'string') {

@@ -3,13 +3,16 @@
 // starts the engine (model worker thread, tokenizer worker thread) and the HTTP server, warms up, and prints
 // SGLang's start-up lines to stderr.
 import { availableParallelism } from 'node:os';
+import { createServer as createNetServer } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { InvalidRequestError, Logger, TsglangError, UnsupportedFeatureError } from '../common/index.js';
 import type { LogLevel } from '../common/index.js';
 import {
-  dsaDenseThresholdNotice, engineSlice, httpServerSlice, parseServerArgs, readServerEnv, servedModelName, serverArgsHelp, validateServerArgs,
+  argProblemsError, checkServerArgs, dsaDenseThresholdNotice, engineSlice, gpuKnobsNotice, httpServerSlice, parseServerArgsCollecting, readServerEnv,
+  servedModelName, serverArgsHelp,
 } from '../config/index.js';
+import type { ArgProblem } from '../config/index.js';
 import type { ServerArgs } from '../config/index.js';
 import { Engine, type EngineApi, type GenerateOutput, type GenerateRequest } from '../engine/index.js';
 import { REASONING_PARSER_NAMES, TOOL_CALL_PARSER_NAMES } from '../parsers/index.js';
@@ -20,15 +23,7 @@ import { joinCluster, runFollowerNode } from './multinode.js';
 import { exitProcessNow } from '../distributed/index.js';
 import type { Cluster } from './multinode.js';
 
-/** tsglang's version (package.json), reported by /get_server_info. */
-function packageVersion(): string {
-  try {
-    const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version?: string };
-    return pkg.version ?? '0.0.0';
-  } catch {
-    return '0.0.0';
-  }
-}
+import { SGLANG_COMPAT_VERSION, tsglangVersion } from './main.js';
 
 function snakeArgs(a: Readonly<ServerArgs>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
@@ -50,21 +45,21 @@ function pyRepr(v: unknown): string {
  * @returns 0 after a clean shutdown, 2 on a flag error, 1 when start-up fails
  */
 export async function run(argv: string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseServerArgs(argv);
-  } catch (err) {
-    if (err instanceof InvalidRequestError) {
-      process.stderr.write(`usage: tsglang serve [--model-path DIR] [flags]  (tsglang serve --help lists them)\ntsglang serve: error: ${err.message}\n`);
-      return 2;
-    }
-    throw err;
-  }
+  // every problem of the command line is collected (parse errors, bad values, features not built, parser names) and
+  // reported in one message, so one start shows everything to change
+  const { parsed, problems } = parseServerArgsCollecting(argv);
   if (parsed.help) {
-    process.stdout.write(serverArgsHelp());
+    process.stdout.write(serverArgsHelp({ 'tool-call-parser': TOOL_CALL_PARSER_NAMES, 'reasoning-parser': REASONING_PARSER_NAMES }));
     return 0;
   }
   const args = parsed.args;
+  const check = checkServerArgs(args, parsed.given, availableParallelism());
+  problems.push(...check.problems, ...parserNameProblems(args));
+  if (problems.length > 0) {
+    const usage = problems.some((p) => p.kind === 'invalid') ? 'usage: tsglang serve [--model-path DIR] [flags]  (tsglang serve --help lists them)\n' : '';
+    process.stderr.write(`${usage}tsglang serve: error: ${argProblemsError(problems).message}\n`);
+    return 2;
+  }
   const logger = new Logger(args.logLevel as LogLevel);
   // Everything started so far, so that every exit path (signal, start-up failure, normal stop) tears it down:
   // a live engine worker thread or listening socket would keep the process alive after an error.
@@ -91,17 +86,14 @@ export async function run(argv: string[]): Promise<number> {
   process.on('SIGINT', onSigint);
   process.on('SIGTERM', onSigterm);
   try {
-    const { notices } = validateServerArgs(args, parsed.given, availableParallelism());
-    if (args.reasoningParser !== null && !REASONING_PARSER_NAMES.includes(args.reasoningParser)) {
-      throw new InvalidRequestError(`argument --reasoning-parser: invalid choice: '${args.reasoningParser}' (choose from ${REASONING_PARSER_NAMES.join(', ')})`, 'reasoning-parser');
-    }
-    if (args.toolCallParser !== null && !TOOL_CALL_PARSER_NAMES.includes(args.toolCallParser)) {
-      throw new InvalidRequestError(`argument --tool-call-parser: invalid choice: '${args.toolCallParser}' (choose from ${TOOL_CALL_PARSER_NAMES.join(', ')})`, 'tool-call-parser');
-    }
-    for (const n of notices) logger.warning(n);
-
-    // 1. the model: --model-path, or the embedded tiny MiniMax-M2 (generated once into the cache)
+    for (const n of check.notices) logger.warning(n);
     const env = readServerEnv();
+    const gpuNotice = gpuKnobsNotice(args, parsed.given, env.gpuEnv);
+    if (gpuNotice !== null) logger.warning(gpuNotice);
+
+    // 0. the port, before minutes of model loading (uvicorn's bind error, as SGLang would print it only after loading)
+    await assertPortFree(args.host, args.port);
+    // 1. the model: --model-path, or the embedded tiny MiniMax-M2 (generated once into the cache)
     const modelPath = args.modelPath ?? ensureEmbeddedModel(env.cacheDir, logger);
     const served = servedModelName(args, modelPath);
     const shown = { ...args, modelPath, tokenizerPath: args.tokenizerPath ?? modelPath, servedModelName: served };
@@ -141,7 +133,8 @@ export async function run(argv: string[]): Promise<number> {
       serverArgs: snakeArgs(shown),
       metrics: args.enableMetrics ? new ServerMetrics(served, engine) : null,
       logger: logger.child('[http]'),
-      version: packageVersion(),
+      version: SGLANG_COMPAT_VERSION,
+      tsglangVersion: tsglangVersion(),
     });
     const port = await server.listen(args.host, args.port);
     logger.info(`Started server process [${process.pid}]`);
@@ -152,7 +145,7 @@ export async function run(argv: string[]): Promise<number> {
       try {
         await runWarmup(engine, args.skipTokenizerInit);
       } catch (e) {
-        logger.error(`Initialization failed. warmup error: ${String(e)}`);
+        logger.error(`Initialization failed. warmup error: ${(e as Error).message ?? String(e)}`);
         await teardown(engine, server, logger);
         return 1;
       }
@@ -193,12 +186,40 @@ function startupFailure(err: unknown): number {
     return 2;
   }
   if (err instanceof TsglangError) {
-    process.stderr.write(`tsglang serve: ${err.name}: ${err.message}\n`);
+    process.stderr.write(`tsglang serve: error: ${err.message}\n`);
     return 1;
   }
   // listen EADDRINUSE / ENOTFOUND / EACCES and other system errors: start-up failed.
   process.stderr.write(`tsglang serve: error: ${(err as Error).message ?? String(err)}\n`);
   return 1;
+}
+
+/**
+ * Binds host:port once and releases it, so a busy port stops start-up before the model loads.
+ * @throws Error `[Errno 98] error while attempting to bind on address ('HOST', PORT): address already in use` (uvicorn's words)
+ */
+async function assertPortFree(host: string, port: number): Promise<void> {
+  if (port === 0) return;
+  await new Promise<void>((resolve, reject) => {
+    const probe = createNetServer();
+    probe.once('error', (e: NodeJS.ErrnoException) => {
+      const why = e.code === 'EADDRINUSE' ? '[Errno 98] ' : '';
+      reject(new Error(`${why}error while attempting to bind on address ('${host}', ${port}): ${e.code === 'EADDRINUSE' ? 'address already in use' : e.message}`));
+    });
+    probe.listen(port, host, () => probe.close(() => resolve()));
+  });
+}
+
+/** --reasoning-parser / --tool-call-parser names that no parser has (the choices live in parsers/). */
+function parserNameProblems(args: Readonly<ServerArgs>): ArgProblem[] {
+  const out: ArgProblem[] = [];
+  if (args.reasoningParser !== null && !REASONING_PARSER_NAMES.includes(args.reasoningParser)) {
+    out.push({ kind: 'invalid', message: `argument --reasoning-parser: invalid choice: '${args.reasoningParser}' (choose from ${REASONING_PARSER_NAMES.join(', ')})` });
+  }
+  if (args.toolCallParser !== null && !TOOL_CALL_PARSER_NAMES.includes(args.toolCallParser)) {
+    out.push({ kind: 'invalid', message: `argument --tool-call-parser: invalid choice: '${args.toolCallParser}' (choose from ${TOOL_CALL_PARSER_NAMES.join(', ')})` });
+  }
+  return out;
 }
 
 /**

@@ -1,11 +1,18 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseServerArgs, validateServerArgs, defaultServerArgs, dsaDenseThresholdNotice, readServerEnv, resolveFlag, serverArgsHelp, SERVER_FLAGS } from './server_args.js';
+import { parseServerArgs, parseServerArgsCollecting, checkServerArgs, gpuKnobsNotice, validateServerArgs, defaultServerArgs, dsaDenseThresholdNotice, readServerEnv, resolveFlag, serverArgsHelp, SERVER_FLAGS } from './server_args.js';
 import { engineSlice, httpServerSlice } from './slices.js';
 import { InvalidRequestError, UnsupportedFeatureError } from '../common/index.js';
+
+/** An (empty) checkpoint directory: config.json only. */
+function checkpointDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'tsglang-args-'));
+  writeFileSync(join(dir, 'config.json'), '{}');
+  return dir;
+}
 
 test('defaults are SGLang\'s', () => {
   const d = defaultServerArgs();
@@ -63,7 +70,7 @@ test('parse errors name the flag', () => {
 });
 
 test('flags whose feature is not built stop start-up with a message saying so', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'tsglang-args-'));
+  const dir = checkpointDir();
   const cases: [string[], RegExp][] = [
     [['--dp', '8', '--tp', '8', '--enable-dp-attention'], /data parallelism \(--dp-size 8 with --enable-dp-attention\).*not supported by tsglang yet/],
     [['--dp', '2'], /data parallelism \(--dp-size 2\)/],
@@ -73,7 +80,6 @@ test('flags whose feature is not built stop start-up with a message saying so', 
     [['--kv-cache-dtype', 'fp8_e4m3'], /KV cache dtype 'fp8_e4m3'/],
     [['--enable-prefill-cp', '--cp-strategy', 'interleave'], /context parallelism/],
     [['--pp-size', '2'], /pipeline parallelism/],
-    [['--moe-a2a-backend', 'deepep'], /all-to-all/],
     [['--quantization', 'modelopt_fp4'], /quantization 'modelopt_fp4'/],
   ];
   for (const [argv, re] of cases) {
@@ -94,7 +100,7 @@ test('--tp / --ep are accepted (ranks are threads); ep_size must divide tp_size;
 });
 
 test('value checks and accepted GPU knobs with notices', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'tsglang-args-'));
+  const dir = checkpointDir();
   const bad = (argv: string[], re: RegExp) => {
     const p = parseServerArgs(argv);
     assert.throws(() => validateServerArgs(p.args, p.given), re);
@@ -105,8 +111,8 @@ test('value checks and accepted GPU knobs with notices', () => {
   bad(['--chat-template', '/nonexistent.jinja'], /chat-template/);
   const p = parseServerArgs(['--model-path', dir, '--attention-backend', 'triton', '--cuda-graph-max-bs-decode', '128', '--tp', '1', '--enable-dp-attention', '--trust-remote-code', '--log-requests', '--enable-metrics', '--allow-auto-truncate', '--page-size', '64']);
   const { notices } = validateServerArgs(p.args, p.given);
-  assert.ok(notices.some((n) => n.includes('--attention-backend triton')));
-  assert.ok(notices.some((n) => n.includes('--cuda-graph-max-bs-decode 128')));
+  const gpu = gpuKnobsNotice(p.args, p.given) ?? '';
+  assert.ok(gpu.includes('--attention-backend triton') && gpu.includes('--cuda-graph-max-bs-decode 128'), gpu);
   assert.ok(notices.some((n) => n.includes('dp_size = 1 is switched off')));
   const e = engineSlice(p.args, dir);
   assert.equal(e.pageSize, 64);
@@ -152,4 +158,51 @@ test('the seed multi-node command parses and validates (--nnodes 2 --node-rank 1
     const { notices } = validateServerArgs(args, given, 2);
     assert.ok(!notices.some((n) => /dist-init-addr/.test(n)), notices.join('\n'));
   }
+});
+
+test('every problem of a command line is reported in one message (issue 14: one recipe took six starts)', () => {
+  const dir = checkpointDir();
+  const { parsed, problems } = parseServerArgsCollecting([
+    '--model-path', dir, '--no-such-flag', '1', '--port', 'abc', '--attention-backend', 'nope', '--also-unknown',
+    '--tp', '4', '--pp-size', '2', '--page-size', '0', '--speculative-algorithm', 'EAGLE',
+  ]);
+  const check = checkServerArgs(parsed.args, parsed.given, 2);
+  const all = [...problems, ...check.problems].map((p) => p.message);
+  assert.deepEqual(all.slice(0, 3), [
+    'unrecognized arguments: --no-such-flag 1 --also-unknown',
+    "argument --port: invalid int value: 'abc'",
+    "argument --attention-backend: invalid choice: 'nope' (choose from 'triton', 'torch_native', 'flex_attention', 'dsa', 'nsa', 'dsv4', 'compressed', 'cutlass_mla', 'fa3', 'fa4', 'flashinfer', 'flashmla', 'trtllm_mla', 'cutedsl_mla', 'tokenspeed_mla', 'trtllm_mha', 'dual_chunk_flash_attn', 'aiter', 'wave', 'intel_amx', 'ascend', 'intel_xpu')",
+  ]);
+  assert.ok(all.includes('argument --page-size: must be ≥ 1, got 0'));
+  for (const re of [/tensor parallelism \(--tp-size 4/, /pipeline parallelism/, /speculative decoding/]) assert.ok(all.some((m) => re.test(m)), `${re}`);
+  // the throwing API lists them all too
+  assert.throws(() => parseServerArgs(['--a-b-c', '--port', 'x']), (e: unknown) => e instanceof InvalidRequestError
+    && /2 problems with the flags/.test(e.message) && /unrecognized arguments: --a-b-c/.test(e.message) && /--port: invalid int value/.test(e.message));
+  const p = parseServerArgs(['--model-path', dir, '--tp', '2', '--pp-size', '2']);
+  assert.throws(() => validateServerArgs(p.args, p.given), (e: unknown) => e instanceof UnsupportedFeatureError
+    && /tensor parallelism/.test(e.message) && /pipeline parallelism/.test(e.message));
+});
+
+test('GPU-only knobs: SGLang choices validated, all summarised in one warning line with the CPU replacement', () => {
+  for (const [flag, bad] of [['--moe-runner-backend', 'x'], ['--dsa-prefill-backend', 'x'], ['--dsa-decode-backend', 'x'], ['--dsa-topk-backend', 'x'], ['--deepep-mode', 'x'], ['--moe-a2a-backend', 'x']]) {
+    assert.throws(() => parseServerArgs([flag, bad]), /invalid choice: 'x'/, flag);
+  }
+  const p = parseServerArgs(['--attention-backend', 'dsa', '--dsa-prefill-backend', 'flashmla_sparse', '--nsa-decode-backend', 'flashmla_kv',
+    '--moe-a2a-backend', 'deepep', '--deepep-mode', 'low_latency', '--moe-runner-backend', 'flashinfer_trtllm', '--cuda-graph-max-bs', '256',
+    '--disable-cuda-graph', '--pp-async-batch-depth', '1']);
+  assert.doesNotThrow(() => validateServerArgs(p.args, p.given));
+  const line = gpuKnobsNotice(p.args, p.given, readServerEnv({ SGLANG_SET_CPU_AFFINITY: '1', SGLANG_DEEPEP_LL_COMBINE_SEND_NUM_SMS: '32' }).gpuEnv) ?? '';
+  assert.ok(!line.includes('\n'));
+  for (const item of ['--attention-backend dsa', '--dsa-prefill-backend flashmla_sparse', '--dsa-decode-backend flashmla_kv', '--moe-a2a-backend deepep',
+    '--deepep-mode low_latency', '--moe-runner-backend flashinfer_trtllm', '--cuda-graph-max-bs 256', '--disable-cuda-graph', '--pp-async-batch-depth 1',
+    'SGLANG_DEEPEP_LL_COMBINE_SEND_NUM_SMS=32', 'SGLANG_SET_CPU_AFFINITY=1']) assert.ok(line.includes(item), item);
+  assert.match(line, /tsglang uses instead: its own AVX2 CPU kernels/);
+  assert.equal(gpuKnobsNotice(parseServerArgs([]).args, new Set()), null);
+});
+
+test('--model-path: a folder without config.json says so', () => {
+  const empty = mkdtempSync(join(tmpdir(), 'tsglang-args-'));
+  const p = parseServerArgs(['--model-path', empty]);
+  assert.throws(() => validateServerArgs(p.args, p.given), /argument --model-path: '.*' has no config.json/);
+  assert.match(serverArgsHelp({ 'tool-call-parser': ['minimax-m2', 'qwen25'] }), /--tool-call-parser STR +tool-call parser \{minimax-m2,qwen25\}/);
 });

@@ -4,6 +4,7 @@
 // Source of names/defaults: python/sglang/srt/server_args.py (v0.5.10), restated in serving-spec.md §1.
 import { randomInt } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { InvalidRequestError, UnsupportedFeatureError } from '../common/index.js';
 
 /** Every `tsglang serve` setting, camelCase of SGLang's snake_case field names. Frozen after parsing. */
@@ -66,6 +67,7 @@ export interface ServerArgs {
   cpStrategy: string | null;
   attnCpSize: number;
   moeA2aBackend: string;
+  deepepMode: string;
   moeRunnerBackend: string;
   attentionBackend: string | null;
   dsaPrefillBackend: string | null;
@@ -105,6 +107,20 @@ export interface FlagSpec {
 
 const KERNEL_CHOICE = 'GPU kernel choice; tsglang runs its own CPU kernels';
 
+// SGLang's choice lists of the GPU-only knobs (python/sglang/srt/server_args.py ATTENTION_BACKEND_CHOICES,
+// MOE_RUNNER_BACKEND_CHOICES, MOE_A2A_BACKEND_CHOICES, DSA_CHOICES / NSA_CHOICES, DSA_TOPK_BACKEND_CHOICES, deepep_mode):
+// validated as SGLang validates them, then summarised in one start-up warning (gpuKnobsNotice).
+const ATTENTION_BACKEND_CHOICES = [
+  'triton', 'torch_native', 'flex_attention', 'dsa', 'nsa', 'dsv4', 'compressed', 'cutlass_mla', 'fa3', 'fa4', 'flashinfer', 'flashmla',
+  'trtllm_mla', 'cutedsl_mla', 'tokenspeed_mla', 'trtllm_mha', 'dual_chunk_flash_attn', 'aiter', 'wave', 'intel_amx', 'ascend', 'intel_xpu',
+];
+const MOE_RUNNER_BACKEND_CHOICES = [
+  'auto', 'deep_gemm', 'triton', 'triton_kernel', 'flashinfer_trtllm', 'flashinfer_trtllm_routed', 'flashinfer_cutlass', 'flashinfer_mxfp4',
+  'flashinfer_cutedsl', 'cutlass', 'aiter', 'marlin',
+];
+const DSA_KERNEL_CHOICES = ['flashmla_sparse', 'flashmla_sparse_q8', 'flashmla_kv', 'flashmla_auto', 'fa3', 'tilelang', 'aiter', 'trtllm'];
+const DSA_TOPK_BACKEND_CHOICES = ['sgl-kernel', 'torch', 'flashinfer'];
+
 /** The flag table of `tsglang serve` (SGLang names and defaults). */
 export const SERVER_FLAGS: readonly FlagSpec[] = [
   // model and tokenizer
@@ -112,8 +128,8 @@ export const SERVER_FLAGS: readonly FlagSpec[] = [
   { name: 'tokenizer-path', key: 'tokenizerPath', type: 'str', default: null, metavar: 'DIR', help: 'tokenizer directory (default: --model-path)' },
   { name: 'served-model-name', key: 'servedModelName', type: 'str', default: null, help: 'model name reported by /v1/models (default: --model-path)' },
   { name: 'chat-template', key: 'chatTemplate', type: 'str', default: null, metavar: 'FILE', help: 'Jinja chat template file overriding the tokenizer\'s' },
-  { name: 'tool-call-parser', key: 'toolCallParser', type: 'str', default: null, help: 'tool-call parser: minimax-m2, deepseekv32, deepseekv31, deepseekv3' },
-  { name: 'reasoning-parser', key: 'reasoningParser', type: 'str', default: null, help: 'reasoning parser: minimax-append-think, minimax, deepseek-v3, deepseek-r1' },
+  { name: 'tool-call-parser', key: 'toolCallParser', type: 'str', default: null, help: 'tool-call parser' },
+  { name: 'reasoning-parser', key: 'reasoningParser', type: 'str', default: null, help: 'reasoning parser' },
   { name: 'trust-remote-code', key: 'trustRemoteCode', type: 'bool', default: false, help: 'accepted for compatibility (tsglang never runs model code from a checkpoint)' },
   { name: 'revision', key: 'revision', type: 'str', default: null, help: 'accepted for compatibility (local directories have no revisions)' },
   { name: 'dtype', key: 'dtype', type: 'str', default: 'auto', choices: ['auto', 'half', 'float16', 'bfloat16', 'float', 'float32'], help: 'activation dtype; the CPU engine computes in float32 for every choice' },
@@ -168,13 +184,14 @@ export const SERVER_FLAGS: readonly FlagSpec[] = [
   { name: 'enable-prefill-cp', key: 'enablePrefillCp', type: 'bool', default: false, help: 'prefill context parallelism' },
   { name: 'cp-strategy', key: 'cpStrategy', type: 'str', default: null, choices: ['interleave', 'zigzag'], help: 'prefill CP token split' },
   { name: 'attn-cp-size', key: 'attnCpSize', type: 'int', default: 1, help: 'attention CP group size' },
-  { name: 'moe-a2a-backend', key: 'moeA2aBackend', type: 'str', default: 'none', choices: ['none', 'deepep', 'mooncake', 'nixl', 'mori', 'flashinfer'], help: 'MoE all-to-all backend' },
+  { name: 'moe-a2a-backend', key: 'moeA2aBackend', type: 'str', default: 'none', choices: ['none', 'deepep', 'mooncake', 'nixl', 'mori', 'ascend_fuseep', 'flashinfer'], help: 'MoE all-to-all backend' },
+  { name: 'deepep-mode', key: 'deepepMode', type: 'str', default: 'auto', choices: ['auto', 'normal', 'low_latency'], help: 'DeepEP dispatch mode (GPU only; no DeepEP on CPU)' },
   // kernel choices (GPU only)
-  { name: 'moe-runner-backend', key: 'moeRunnerBackend', type: 'str', default: 'auto', help: `MoE GEMM backend (${KERNEL_CHOICE})` },
-  { name: 'attention-backend', key: 'attentionBackend', type: 'str', default: null, help: `attention backend (${KERNEL_CHOICE})` },
-  { name: 'dsa-prefill-backend', key: 'dsaPrefillBackend', type: 'str', default: null, help: `DSA prefill kernel (${KERNEL_CHOICE})` },
-  { name: 'dsa-decode-backend', key: 'dsaDecodeBackend', type: 'str', default: null, help: `DSA decode kernel (${KERNEL_CHOICE})` },
-  { name: 'dsa-topk-backend', key: 'dsaTopkBackend', type: 'str', default: 'sgl-kernel', help: `DSA indexer top-k kernel (${KERNEL_CHOICE})` },
+  { name: 'moe-runner-backend', key: 'moeRunnerBackend', type: 'str', default: 'auto', choices: MOE_RUNNER_BACKEND_CHOICES, help: `MoE GEMM backend (${KERNEL_CHOICE})` },
+  { name: 'attention-backend', key: 'attentionBackend', type: 'str', default: null, choices: ATTENTION_BACKEND_CHOICES, help: `attention backend (${KERNEL_CHOICE})` },
+  { name: 'dsa-prefill-backend', aliases: ['nsa-prefill-backend'], key: 'dsaPrefillBackend', type: 'str', default: null, choices: DSA_KERNEL_CHOICES, help: `DSA prefill kernel (${KERNEL_CHOICE})` },
+  { name: 'dsa-decode-backend', aliases: ['nsa-decode-backend'], key: 'dsaDecodeBackend', type: 'str', default: null, choices: DSA_KERNEL_CHOICES, help: `DSA decode kernel (${KERNEL_CHOICE})` },
+  { name: 'dsa-topk-backend', key: 'dsaTopkBackend', type: 'str', default: 'sgl-kernel', choices: DSA_TOPK_BACKEND_CHOICES, help: `DSA indexer top-k kernel (${KERNEL_CHOICE})` },
   { name: 'cuda-graph-max-bs', key: 'cudaGraphMaxBs', type: 'int', default: null, help: 'largest CUDA-graph batch (no CUDA graphs on CPU)' },
   { name: 'cuda-graph-max-bs-decode', key: 'cudaGraphMaxBsDecode', type: 'int', default: null, help: 'largest decode CUDA-graph batch (no CUDA graphs on CPU)' },
   { name: 'disable-cuda-graph', key: 'disableCudaGraph', type: 'bool', default: false, help: 'accepted; there are no CUDA graphs on CPU' },
@@ -255,48 +272,105 @@ function convert(f: FlagSpec, raw: string): unknown {
 }
 
 /**
- * Parses `tsglang serve` flags like SGLang's argparse parser.
- * @param argv flags after `serve`
- * @returns args (defaults filled, NEXTN rewritten to EAGLE, a random --random-seed in [0, 2^30] when absent), the set of flags given, and whether --help was asked
- * @throws InvalidRequestError naming the flag (unknown, ambiguous, missing or badly typed value, positional)
+ * One problem with the command line: `invalid` (a bad value, an unknown flag) or `not_built` (a feature tsglang
+ * parses but does not build yet). Start-up collects every problem and reports them all in one message.
  */
-export function parseServerArgs(argv: readonly string[]): ParsedServerArgs {
+export interface ArgProblem {
+  readonly kind: 'invalid' | 'not_built';
+  readonly message: string;
+}
+
+/**
+ * The error for a command line with problems: one message listing all of them (the single problem's own message when
+ * there is only one). An UnsupportedFeatureError when every problem is a feature not built, else InvalidRequestError.
+ */
+export function argProblemsError(problems: readonly ArgProblem[]): InvalidRequestError | UnsupportedFeatureError {
+  const onlyNotBuilt = problems.every((p) => p.kind === 'not_built');
+  const message = problems.length === 1
+    ? problems[0].message
+    : `${problems.length} problems with the flags (all listed; fix or remove them to start the server):\n${problems.map((p) => `  - ${p.message}`).join('\n')}`;
+  return onlyNotBuilt ? new UnsupportedFeatureError(message) : new InvalidRequestError(message, null);
+}
+
+/**
+ * Parses `tsglang serve` flags like SGLang's argparse parser, collecting every problem instead of stopping at the
+ * first: unrecognized arguments are gathered in one `unrecognized arguments: …` entry (as argparse words it), then one
+ * entry per flag with a bad value. Flags with problems keep their defaults in `args`.
+ * @param argv flags after `serve`
+ */
+export function parseServerArgsCollecting(argv: readonly string[]): { parsed: ParsedServerArgs; problems: ArgProblem[] } {
   const args = defaultServerArgs() as unknown as Record<string, unknown>;
   const given = new Set<string>();
+  const problems: ArgProblem[] = [];
+  const unrecognized: string[] = [];
   let help = false;
   for (let i = 0; i < argv.length; i++) {
     const tok = argv[i];
     if (tok === '-h' || tok === '--help') { help = true; continue; }
-    if (!tok.startsWith('--') || tok === '--') throw new InvalidRequestError(`unrecognized arguments: ${tok}`, null);
+    if (!tok.startsWith('--') || tok === '--') { unrecognized.push(tok); continue; }
     const eq = tok.indexOf('=');
     const option = eq >= 0 ? tok.slice(2, eq) : tok.slice(2);
-    const f = resolveFlag(option);
     let raw: string | undefined = eq >= 0 ? tok.slice(eq + 1) : undefined;
-    if (f.type === 'bool') {
-      if (raw !== undefined) throw badArg(f.name, `ignored explicit argument '${raw}'`);
-    } else if (raw === undefined) {
-      const next = argv[i + 1];
-      if (next === undefined || (next.startsWith('--') && next.length > 2)) throw badArg(f.name, 'expected one argument');
-      raw = next;
-      i++;
+    let f: FlagSpec;
+    try {
+      f = resolveFlag(option);
+    } catch (e) {
+      if (!/^ambiguous/.test((e as Error).message)) {
+        // an unknown flag takes the next token along when it is no flag (its value, as argparse lists it)
+        unrecognized.push(tok);
+        if (raw === undefined && argv[i + 1] !== undefined && !argv[i + 1].startsWith('--')) unrecognized.push(argv[++i]);
+      } else {
+        problems.push({ kind: 'invalid', message: (e as Error).message });
+        if (raw === undefined && argv[i + 1] !== undefined && !argv[i + 1].startsWith('--')) i++;
+      }
+      continue;
     }
-    args[f.key] = convert(f, raw ?? '');
-    given.add(f.name);
+    try {
+      if (f.type === 'bool') {
+        if (raw !== undefined) throw badArg(f.name, `ignored explicit argument '${raw}'`);
+      } else if (raw === undefined) {
+        const next = argv[i + 1];
+        if (next === undefined || (next.startsWith('--') && next.length > 2)) throw badArg(f.name, 'expected one argument');
+        raw = next;
+        i++;
+      }
+      args[f.key] = convert(f, raw ?? '');
+      given.add(f.name);
+    } catch (e) {
+      problems.push({ kind: 'invalid', message: (e as Error).message });
+    }
   }
+  if (unrecognized.length > 0) problems.unshift({ kind: 'invalid', message: `unrecognized arguments: ${unrecognized.join(' ')}` });
   if (args.speculativeAlgorithm === 'NEXTN') args.speculativeAlgorithm = 'EAGLE';
   // SGLang ServerArgs.__post_init__: no --random-seed → random.randint(0, 1 << 30), printed with the other args
   if (args.randomSeed === null) args.randomSeed = randomInt(0, 2 ** 30 + 1);
-  return { args: Object.freeze(args as unknown as ServerArgs), given, help };
+  return { parsed: { args: Object.freeze(args as unknown as ServerArgs), given, help }, problems };
 }
 
-/** Help text listing every flag with its default. */
-export function serverArgsHelp(): string {
+/**
+ * Parses `tsglang serve` flags like SGLang's argparse parser.
+ * @param argv flags after `serve`
+ * @returns args (defaults filled, NEXTN rewritten to EAGLE, a random --random-seed in [0, 2^30] when absent), the set of flags given, and whether --help was asked
+ * @throws InvalidRequestError naming every bad flag (unknown, ambiguous, missing or badly typed value, positional)
+ */
+export function parseServerArgs(argv: readonly string[]): ParsedServerArgs {
+  const { parsed, problems } = parseServerArgsCollecting(argv);
+  if (problems.length > 0) throw argProblemsError(problems);
+  return parsed;
+}
+
+/**
+ * Help text listing every flag with its default.
+ * @param extraChoices choices known outside config/ (e.g. the parser names), listed with their flag
+ */
+export function serverArgsHelp(extraChoices: Readonly<Record<string, readonly string[]>> = {}): string {
   const lines = ['usage: tsglang serve [--model-path DIR] [flags]', '', 'flags (SGLang names; unique prefixes work, e.g. --tp):'];
   for (const f of SERVER_FLAGS) {
     const names = [f.name, ...(f.aliases ?? [])].map((n) => `--${n}`).join(', ');
     const meta = f.type === 'bool' ? '' : ` ${f.metavar ?? f.type.toUpperCase()}`;
     const def = f.type === 'bool' || f.default === null ? '' : ` (default: ${JSON.stringify(f.default)})`;
-    const choices = f.choices ? ` {${f.choices.join(',')}}` : '';
+    const all = f.choices ?? extraChoices[f.name];
+    const choices = all ? ` {${all.join(',')}}` : '';
     lines.push(`  ${(names + meta).padEnd(44)} ${f.help}${choices}${def}`);
   }
   return lines.join('\n') + '\n';
@@ -307,76 +381,135 @@ export interface ServerArgsCheck {
   readonly notices: readonly string[];
 }
 
+/** A value check of one flag: the problem's text (after `argument --flag: `), or null when the value is fine. */
+type ValueRule = readonly [flag: string, check: (a: Readonly<ServerArgs>) => string | null];
+
+const atLeast1 = (v: number | null): string | null => (v !== null && v < 1 ? `must be ≥ 1, got ${v}` : null);
+
+/** Value checks, one per flag (SGLang's ranges). */
+const VALUE_RULES: readonly ValueRule[] = [
+  ['port', (a) => (a.port < 0 || a.port > 65535 ? `must be in [0, 65535], got ${a.port}` : null)],
+  ['tp-size', (a) => atLeast1(a.tpSize)],
+  ['dp-size', (a) => atLeast1(a.dpSize)],
+  ['ep-size', (a) => atLeast1(a.epSize)],
+  ['pp-size', (a) => atLeast1(a.ppSize)],
+  ['nnodes', (a) => atLeast1(a.nnodes)],
+  ['page-size', (a) => atLeast1(a.pageSize)],
+  ['stream-interval', (a) => atLeast1(a.streamInterval)],
+  ['attn-cp-size', (a) => atLeast1(a.attnCpSize)],
+  ['mem-fraction-static', (a) => (a.memFractionStatic !== null && !(a.memFractionStatic > 0 && a.memFractionStatic < 1) ? `must be in (0, 1), got ${a.memFractionStatic}` : null)],
+  ['context-length', (a) => atLeast1(a.contextLength)],
+  ['max-total-tokens', (a) => atLeast1(a.maxTotalTokens)],
+  ['max-running-requests', (a) => atLeast1(a.maxRunningRequests)],
+  ['max-prefill-tokens', (a) => atLeast1(a.maxPrefillTokens)],
+  ['num-threads', (a) => atLeast1(a.numThreads)],
+  ['cuda-graph-max-bs', (a) => atLeast1(a.cudaGraphMaxBs)],
+  ['cuda-graph-max-bs-decode', (a) => atLeast1(a.cudaGraphMaxBsDecode)],
+  ['pp-async-batch-depth', (a) => (a.ppAsyncBatchDepth < 0 ? `must be ≥ 0, got ${a.ppAsyncBatchDepth}` : null)],
+  ['log-requests-level', (a) => (![0, 1, 2, 3].includes(a.logRequestsLevel) ? `invalid choice: ${a.logRequestsLevel} (choose from 0, 1, 2, 3)` : null)],
+  ['node-rank', (a) => (a.nodeRank < 0 || a.nodeRank >= a.nnodes ? `must be in [0, nnodes=${a.nnodes}), got ${a.nodeRank}` : null)],
+  ['ep-size', (a) => (a.tpSize % a.epSize !== 0 ? `must divide --tp-size: tp_size % ep_size == 0 is required, got ${a.tpSize} % ${a.epSize} = ${a.tpSize % a.epSize}` : null)],
+  ['dp-size', (a) => (a.enableDpAttention && a.tpSize % a.dpSize !== 0 ? `--enable-dp-attention needs tp_size % dp_size == 0, got ${a.tpSize} % ${a.dpSize} = ${a.tpSize % a.dpSize}` : null)],
+  ['model-path', (a) => (a.modelPath !== null && (!existsSync(a.modelPath) || !statSync(a.modelPath).isDirectory())
+    ? `'${a.modelPath}' is not a local directory (tsglang has no model hub: pass a checkpoint directory, or omit --model-path for the embedded model)`
+    : a.modelPath !== null && !existsSync(join(a.modelPath, 'config.json'))
+      ? `'${a.modelPath}' has no config.json (a checkpoint directory holds config.json, *.safetensors and tokenizer.json; \`tsglang make-tiny --out DIR\` writes one)` : null)],
+  ['tokenizer-path', (a) => (a.tokenizerPath !== null && !existsSync(a.tokenizerPath) ? `'${a.tokenizerPath}' does not exist` : null)],
+  ['chat-template', (a) => (a.chatTemplate !== null && !existsSync(a.chatTemplate) ? `'${a.chatTemplate}' is not a file (tsglang takes a path to a Jinja template)` : null)],
+];
+
 /**
- * Validates the parsed args. Features that are parsed but not built stop start-up with UnsupportedFeatureError;
- * value errors throw InvalidRequestError; GPU-only knobs that have no CPU meaning are accepted with a notice.
- * @param machineCpus CPUs of this machine (for the TP message)
- * @throws UnsupportedFeatureError, InvalidRequestError
+ * Features parsed but not built yet: each rule names what a setting asks for, or null when it asks for nothing
+ * unbuilt. One line per feature, so the work that builds a feature removes its line.
  */
-export function validateServerArgs(a: Readonly<ServerArgs>, given: ReadonlySet<string>, machineCpus = 1): ServerArgsCheck {
-  const notices: string[] = [];
-  const notBuilt = (what: string): never => {
-    throw new UnsupportedFeatureError(`${what} is not supported by tsglang yet; remove the flag to start the server.`);
-  };
-  // value ranges
-  if (a.port < 0 || a.port > 65535) throw badArg('port', `must be in [0, 65535], got ${a.port}`);
-  for (const [flag, v] of [['tp-size', a.tpSize], ['dp-size', a.dpSize], ['ep-size', a.epSize], ['pp-size', a.ppSize], ['nnodes', a.nnodes], ['page-size', a.pageSize], ['stream-interval', a.streamInterval], ['attn-cp-size', a.attnCpSize]] as const) {
-    if (v < 1) throw badArg(flag, `must be ≥ 1, got ${v}`);
-  }
-  if (a.memFractionStatic !== null && !(a.memFractionStatic > 0 && a.memFractionStatic < 1)) {
-    throw badArg('mem-fraction-static', `must be in (0, 1), got ${a.memFractionStatic}`);
-  }
-  if (a.contextLength !== null && a.contextLength < 1) throw badArg('context-length', `must be ≥ 1, got ${a.contextLength}`);
-  if (a.maxTotalTokens !== null && a.maxTotalTokens < 1) throw badArg('max-total-tokens', `must be ≥ 1, got ${a.maxTotalTokens}`);
-  if (a.maxRunningRequests !== null && a.maxRunningRequests < 1) throw badArg('max-running-requests', `must be ≥ 1, got ${a.maxRunningRequests}`);
-  if (a.maxPrefillTokens < 1) throw badArg('max-prefill-tokens', `must be ≥ 1, got ${a.maxPrefillTokens}`);
-  if (a.numThreads !== null && a.numThreads < 1) throw badArg('num-threads', `must be ≥ 1, got ${a.numThreads}`);
-  if (a.nodeRank < 0 || a.nodeRank >= a.nnodes) throw badArg('node-rank', `must be in [0, nnodes=${a.nnodes}), got ${a.nodeRank}`);
-  if (a.enableDpAttention && a.tpSize % a.dpSize !== 0) {
-    throw badArg('dp-size', `--enable-dp-attention needs tp_size % dp_size == 0, got ${a.tpSize} % ${a.dpSize} = ${a.tpSize % a.dpSize}`);
-  }
-  if (a.modelPath !== null) {
-    if (!existsSync(a.modelPath) || !statSync(a.modelPath).isDirectory()) {
-      throw badArg('model-path', `'${a.modelPath}' is not a local directory (tsglang has no model hub: pass a checkpoint directory, or omit --model-path for the embedded model)`);
-    }
-  }
-  if (a.tokenizerPath !== null && !existsSync(a.tokenizerPath)) throw badArg('tokenizer-path', `'${a.tokenizerPath}' does not exist`);
-  if (a.chatTemplate !== null && !existsSync(a.chatTemplate)) {
-    throw badArg('chat-template', `'${a.chatTemplate}' is not a file (tsglang takes a path to a Jinja template)`);
-  }
-  // features not built
-  // TP/EP ranks are worker threads (executor/tp_runner.ts); the model checks that its heads / experts split (at load).
-  if (a.tpSize % a.epSize !== 0) throw badArg('ep-size', `must divide --tp-size: tp_size % ep_size == 0 is required, got ${a.tpSize} % ${a.epSize} = ${a.tpSize % a.epSize}`);
-  if (a.tpSize > machineCpus) notices.push(`--tp-size ${a.tpSize} runs ${a.tpSize} rank threads on ${machineCpus} CPU core(s): ranks share cores (slower, same results)`);
-  if (a.dpSize > 1) notBuilt(`data parallelism (--dp-size ${a.dpSize}${a.enableDpAttention ? ' with --enable-dp-attention' : ''})`);
-  if (a.ppSize > 1) notBuilt(`pipeline parallelism (--pp-size ${a.ppSize})`);
+type NotBuiltRule = (a: Readonly<ServerArgs>, given: ReadonlySet<string>, machineCpus: number) => string | null;
+
+const NOT_BUILT_RULES: readonly NotBuiltRule[] = [
+  (a) => (a.dpSize > 1 ? `data parallelism (--dp-size ${a.dpSize}${a.enableDpAttention ? ' with --enable-dp-attention' : ''})` : null),
+  (a) => (a.ppSize > 1 ? `pipeline parallelism (--pp-size ${a.ppSize})` : null),
   // --nnodes > 1: cli/multinode.ts (needs Gloo; checks --dist-init-addr and tp_size % nnodes)
-  if (a.enablePrefillCp || a.attnCpSize > 1) notBuilt('prefill context parallelism (--enable-prefill-cp / --attn-cp-size)');
-  if (a.moeA2aBackend !== 'none') notBuilt(`MoE all-to-all backend '${a.moeA2aBackend}' (--moe-a2a-backend)`);
-  if (a.speculativeAlgorithm !== null) notBuilt(`speculative decoding (--speculative-algorithm ${a.speculativeAlgorithm})`);
-  for (const k of ['speculative-num-steps', 'speculative-eagle-topk', 'speculative-num-draft-tokens']) {
-    if (given.has(k) && a.speculativeAlgorithm === null) notBuilt(`speculative decoding (--${k} without --speculative-algorithm)`);
+  (a) => (a.enablePrefillCp || a.attnCpSize > 1 ? 'prefill context parallelism (--enable-prefill-cp / --attn-cp-size)' : null),
+  (a) => (a.speculativeAlgorithm !== null ? `speculative decoding (--speculative-algorithm ${a.speculativeAlgorithm})` : null),
+  (a, g) => {
+    const k = ['speculative-num-steps', 'speculative-eagle-topk', 'speculative-num-draft-tokens'].find((f) => g.has(f));
+    return k !== undefined && a.speculativeAlgorithm === null ? `speculative decoding (--${k} without --speculative-algorithm)` : null;
+  },
+  (a) => (a.disaggregationMode !== 'null' ? `prefill/decode disaggregation (--disaggregation-mode ${a.disaggregationMode})` : null),
+  (a) => (a.kvCacheDtype !== 'auto' ? `KV cache dtype '${a.kvCacheDtype}' (--kv-cache-dtype; only 'auto' = f32 on CPU is built)` : null),
+  (a) => (a.quantization !== null && a.quantization !== 'fp8' ? `quantization '${a.quantization}' (--quantization; FP8 block-scaled checkpoints are built)` : null),
+  (a) => (a.schedulePolicy !== 'fcfs' && a.schedulePolicy !== 'lpm' ? `schedule policy '${a.schedulePolicy}' (fcfs and lpm are built)` : null),
+];
+
+/**
+ * Checks the parsed args and collects every problem (value errors, features not built) instead of stopping at the
+ * first; accepted flags that change nothing on CPU get notices.
+ * @param machineCpus CPUs of this machine (for the TP message)
+ */
+export function checkServerArgs(a: Readonly<ServerArgs>, given: ReadonlySet<string>, machineCpus = 1): ServerArgsCheck & { problems: ArgProblem[] } {
+  const notices: string[] = [];
+  const problems: ArgProblem[] = [];
+  for (const [flag, check] of VALUE_RULES) {
+    const m = check(a);
+    if (m !== null) problems.push({ kind: 'invalid', message: `argument --${flag}: ${m}` });
   }
-  if (a.disaggregationMode !== 'null') notBuilt(`prefill/decode disaggregation (--disaggregation-mode ${a.disaggregationMode})`);
-  if (a.kvCacheDtype !== 'auto') notBuilt(`KV cache dtype '${a.kvCacheDtype}' (--kv-cache-dtype; only 'auto' = f32 on CPU is built)`);
-  if (a.quantization !== null && a.quantization !== 'fp8') notBuilt(`quantization '${a.quantization}' (--quantization; FP8 block-scaled checkpoints are built)`);
-  if (a.schedulePolicy !== 'fcfs' && a.schedulePolicy !== 'lpm') notBuilt(`schedule policy '${a.schedulePolicy}' (fcfs and lpm are built)`);
-  // accepted, with a notice
+  for (const rule of NOT_BUILT_RULES) {
+    const what = rule(a, given, machineCpus);
+    if (what !== null) problems.push({ kind: 'not_built', message: `${what} is not supported by tsglang yet; remove the flag to start the server.` });
+  }
+  // TP/EP ranks are worker threads (executor/tp_runner.ts); the model checks that its heads / experts split (at load).
+  if (a.tpSize > machineCpus) notices.push(`--tp-size ${a.tpSize} runs ${a.tpSize} rank threads on ${machineCpus} CPU core(s): ranks share cores (slower, same results)`);
+  // accepted, with a notice (the GPU-only knobs: one line, gpuKnobsNotice)
   if (a.enableDpAttention && a.dpSize === 1) notices.push('--enable-dp-attention with dp_size = 1 is switched off (as SGLang does)');
-  for (const f of SERVER_FLAGS) {
-    if (!given.has(f.name)) continue;
-    if (f.help.includes(KERNEL_CHOICE) || f.name.startsWith('cuda-graph')) {
-      notices.push(`--${f.name} ${String(a[f.key])} selects a GPU kernel; tsglang runs its own CPU kernels, so it has no effect`);
-    }
-  }
   if (given.has('disable-overlap-schedule')) notices.push('--disable-overlap-schedule: tsglang has no overlap scheduler; nothing to disable');
   if (a.nnodes === 1 && a.tpSize === 1 && (given.has('dist-init-addr') || given.has('dist-timeout'))) notices.push('--dist-init-addr/--dist-timeout: single-node, single-rank serving; no distributed init happens');
   if (given.has('revision')) notices.push('--revision: local checkpoint directories have no revisions; ignored');
   if (given.has('dtype') && a.dtype !== 'auto') notices.push(`--dtype ${a.dtype}: the CPU engine computes in float32`);
   if (given.has('watchdog-timeout')) notices.push('--watchdog-timeout: no watchdog in tsglang yet');
-  if (given.has('disable-cuda-graph') || given.has('enable-torch-compile')) notices.push('--disable-cuda-graph / --enable-torch-compile: GPU-only; no effect on CPU');
   if (given.has('enable-deterministic-inference')) notices.push('--enable-deterministic-inference: tsglang is deterministic and batch invariant by construction; nothing to switch');
+  return { notices, problems };
+}
+
+/**
+ * Validates the parsed args (checkServerArgs) and throws when there is any problem, listing all of them.
+ * @param machineCpus CPUs of this machine (for the TP message)
+ * @throws UnsupportedFeatureError (only features not built), InvalidRequestError (any value error)
+ */
+export function validateServerArgs(a: Readonly<ServerArgs>, given: ReadonlySet<string>, machineCpus = 1): ServerArgsCheck {
+  const { notices, problems } = checkServerArgs(a, given, machineCpus);
+  if (problems.length > 0) throw argProblemsError(problems);
   return { notices };
+}
+
+/** The GPU-only flags of the seed pages and what tsglang does on CPU instead (one start-up warning: gpuKnobsNotice). */
+const GPU_KNOBS: ReadonlyArray<readonly [flag: string, key: keyof ServerArgs]> = [
+  ['attention-backend', 'attentionBackend'], ['dsa-prefill-backend', 'dsaPrefillBackend'], ['dsa-decode-backend', 'dsaDecodeBackend'],
+  ['dsa-topk-backend', 'dsaTopkBackend'], ['moe-runner-backend', 'moeRunnerBackend'], ['moe-a2a-backend', 'moeA2aBackend'], ['deepep-mode', 'deepepMode'],
+  ['cuda-graph-max-bs', 'cudaGraphMaxBs'], ['cuda-graph-max-bs-decode', 'cudaGraphMaxBsDecode'], ['disable-cuda-graph', 'disableCudaGraph'],
+  ['enable-torch-compile', 'enableTorchCompile'], ['pp-async-batch-depth', 'ppAsyncBatchDepth'],
+];
+
+/** The SGLANG_* environment variables of the seed pages that only tune GPU kernels or GPU processes. */
+export const GPU_ENV_VARS = ['SGLANG_DEEPEP_LL_COMBINE_SEND_NUM_SMS', 'SGLANG_SET_CPU_AFFINITY'] as const;
+
+/**
+ * The one start-up warning that lists every GPU-only knob given (flags with their values, GPU environment variables)
+ * and says what tsglang uses on CPU instead.
+ * @param gpuEnv the GPU_ENV_VARS that are set, with their values (ServerEnv.gpuEnv)
+ * @returns the warning, or null when none was given
+ */
+export function gpuKnobsNotice(a: Readonly<ServerArgs>, given: ReadonlySet<string>, gpuEnv: ReadonlyArray<readonly [string, string]> = []): string | null {
+  const items: string[] = [];
+  for (const [flag, key] of GPU_KNOBS) {
+    if (!given.has(flag)) continue;
+    const v = a[key];
+    items.push(typeof v === 'boolean' ? `--${flag}` : `--${flag} ${String(v)}`);
+  }
+  for (const [k, v] of gpuEnv) items.push(`${k}=${v}`);
+  if (items.length === 0) return null;
+  return `GPU-only settings accepted with no effect on CPU: ${items.join(', ')}. tsglang uses instead: its own AVX2 CPU kernels `
+    + `(paged attention and MLA reading the KV pool in --kv-cache-dtype, the DSA indexer top-k, fused FP8/BF16-dequant MoE GEMMs), `
+    + 'MoE tokens gathered/reduced by its own collectives (no DeepEP all-to-all), no CUDA graphs or torch.compile (each step calls the kernels directly), '
+    + 'its own compute thread pool (--num-threads; no per-GPU CPU affinity).';
 }
 
 /** The effective served model name: --served-model-name, else --model-path, else the embedded model's name. */
@@ -413,6 +546,8 @@ export interface ServerEnv extends KernelEnv {
    * (default index_topk). See dsaDenseThresholdNotice.
    */
   readonly dsaPrefillDenseAttnKvLenThreshold: number | null;
+  /** The GPU_ENV_VARS that are set (name, value), for gpuKnobsNotice. */
+  readonly gpuEnv: ReadonlyArray<readonly [string, string]>;
 }
 
 /**
@@ -445,6 +580,7 @@ export function readServerEnv(env: NodeJS.ProcessEnv = process.env): ServerEnv {
     cacheDir: env.TSGLANG_CACHE_DIR || `${home}/.cache/tsglang`,
     tokenizeTimeoutMs: Number.isFinite(timeoutS) && timeoutS > 0 ? timeoutS * 1000 : null,
     dsaPrefillDenseAttnKvLenThreshold: Number.isInteger(denseN) && denseN >= 0 ? denseN : null,
+    gpuEnv: GPU_ENV_VARS.filter((k) => env[k] !== undefined).map((k) => [k, env[k] as string] as const),
     ...readKernelEnv(env),
   };
 }

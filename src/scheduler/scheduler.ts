@@ -524,7 +524,7 @@ export class Scheduler {
     const invalid = error instanceof TsglangError && error.kind === 'invalid_request';
     const reason: FinishReasonData = invalid
       ? { type: 'abort', message: error.message, statusCode: 400 }
-      : { type: 'abort', message: `The engine failed to run this request: ${error.name}: ${error.message}`, statusCode: 500 };
+      : { type: 'abort', message: `The engine failed to run this request: ${error.message}`, statusCode: 500 };
     const failedRids: string[] = [];
     const retriedRids: string[] = [];
     const involved = batch ? batch.filter((r) => this.live.get(r.rid) === r) : [...this.live.values()];

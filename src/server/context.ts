@@ -29,7 +29,10 @@ export interface ServerDeps {
   readonly serverArgs: Readonly<Record<string, unknown>>;
   readonly metrics: ServerMetrics | null;
   readonly logger: Logger;
+  /** /get_server_info `version`: the SGLang release tsglang follows (SGLang reports its own __version__ there). */
   readonly version: string;
+  /** tsglang's own version (package.json), reported beside it as `tsglang_version`. */
+  readonly tsglangVersion?: string;
   /** Largest request body accepted, bytes (default http_server.ts MAX_BODY_BYTES, ~512 MiB); larger → 413. */
   readonly maxBodyBytes?: number;
 }

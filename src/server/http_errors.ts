@@ -52,7 +52,7 @@ export function toHttpError(err: unknown, validation = false): HttpError {
     const status = STATUS_OF_KIND[err.kind];
     return { status, body: errorResponse(err.message, status, validation && status === 400 ? 'Bad Request' : typeOfStatus(status)) };
   }
-  const message = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+  const message = err instanceof Error ? err.message : String(err);
   return { status: 500, body: errorResponse(message, 500) };
 }
 

@@ -400,5 +400,6 @@ async function serverInfo(s: HttpServer, ex: Exchange): Promise<void> {
       kv_cache_committed_bytes: load.kvCacheCommittedBytes ?? null,
     }],
     version: d.version,
+    ...(d.tsglangVersion !== undefined ? { tsglang_version: d.tsglangVersion } : {}),
   });
 }
