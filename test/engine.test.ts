@@ -260,7 +260,7 @@ test('a step that throws fails only the request it is pinned on, with an error i
     });
     const b = await bad!;
     assert.deepEqual(b.ids, []);
-    assert.deepEqual(b.last.finishReason, { type: 'abort', message: 'The engine failed to run this request: Error: poisoned', statusCode: 500 }, `mixed ${mixed}`);
+    assert.deepEqual(b.last.finishReason, { type: 'abort', message: 'The engine failed to run this request: poisoned', statusCode: 500 }, `mixed ${mixed}`);
     assert.deepEqual(ok.ids, want, `mixed ${mixed}`);
     assert.deepEqual(ok.last.finishReason, { type: 'length', length: 40 });
     assert.equal(e.numInFlight, 0);

@@ -336,10 +336,39 @@ EXPORT_FN(topk) {
   return undefinedValue(env);
 }
 
+/**
+ * A KV buffer's row layout from kvInts[at..at+2] = [kind, rowFloats, fp8Dims] and its scale (src/common/kv_dtype.ts).
+ * @throws Failure for an unknown kind or a row too short for `width` elements
+ */
+tsg::KvLayout readKvLayout(const int32_t* kvInts, int at, float scale, int64_t width) {
+  tsg::KvLayout l;
+  l.kind = kvInts[at];
+  l.rowBytes = static_cast<int64_t>(kvInts[at + 1]) * 4;
+  l.scale = scale;
+  l.fp8Dims = kvInts[at + 2];
+  l.scaleOff = (l.fp8Dims + 3) / 4 * 4;
+  l.tailOff = l.scaleOff + 4 * ((l.fp8Dims + 127) / 128);
+  int64_t need = 0;
+  switch (l.kind) {
+    case tsg::KV_F32: need = 4 * width; break;
+    case tsg::KV_BF16: need = 2 * width; break;
+    case tsg::KV_FP8_E4M3: case tsg::KV_FP8_E5M2: need = width; break;
+    case tsg::KV_FP8_BLOCK:
+      if (l.fp8Dims < 0 || l.fp8Dims > width || l.fp8Dims % 8 != 0) throw Failure{"tsglang_native: fp8_block KV with a bad fp8Dims"};
+      need = l.tailOff + 2 * (width - l.fp8Dims);
+      break;
+    default: throw Failure{"tsglang_native: unknown KV codec"};
+  }
+  if (l.rowBytes < need || l.rowBytes <= 0) throw Failure{"tsglang_native: KV row bytes too small for its width"};
+  return l;
+}
+
 // attention(backend, q, T, ints[numHeads,numKvHeads,headDim,vHeadDim,kRowWidth,kOffset,vRowWidth,vOffset,numReqs,stride,sparseWidth],
-//           scale, kBuf, vBuf, extendStartLoc, extendSeqLens, extendPrefixLens, reqPoolIndices, reqToToken, sparse|null, out)
+//           scale, kBuf, vBuf, extendStartLoc, extendSeqLens, extendPrefixLens, reqPoolIndices, reqToToken, sparse|null, out,
+//           kvInts[kKind, kRowFloats, kFp8Dims, vKind, vRowFloats, vFp8Dims], kvScales[kScale, vScale])
+// kBuf / vBuf: the raw storage (Float32Array) of rows in their codec; kRowWidth / vRowWidth: elements per row.
 EXPORT_FN(attention) {
-  Args a(env, info, 14);
+  Args a(env, info, 16);
   auto* b = a.external<Backend>(0);
   int64_t ql, kl, vl, ol, il;
   const float* q = a.f32(1, &ql);
@@ -357,17 +386,22 @@ EXPORT_FN(attention) {
   p.vOffset = ints[7];
   p.sparseWidth = ints[10];
   p.scale = static_cast<float>(a.num(4));
-  p.k = a.f32(5, &kl);
-  p.v = a.f32(6, &vl);
+  p.k = reinterpret_cast<const uint8_t*>(a.f32(5, &kl));
+  p.v = reinterpret_cast<const uint8_t*>(a.f32(6, &vl));
   p.batch = readPagedBatch(a, 7, ints[8], ints[9], "attention");
   float* out = a.f32(13, &ol);
+  int64_t kvl, scl;
+  const int32_t* kvInts = a.i32(14, &kvl);
+  const float* kvScales = a.f32(15, &scl);
+  if (kvl < 6 || scl < 2) throw Failure{"tsglang_native: attention KV layout params"};
   if (ql < T * p.numHeads * p.headDim || ol < T * p.numHeads * p.vHeadDim) throw Failure{"tsglang_native: attention q/out too small"};
   const int64_t kNeed = p.kOffset + p.numKvHeads * p.headDim, vNeed = p.vOffset + p.numKvHeads * p.vHeadDim;
   if (kNeed > p.kRowWidth || vNeed > p.vRowWidth) throw Failure{"tsglang_native: attention heads exceed the K/V row width"};
-  p.kLocs = p.kRowWidth > 0 ? (kl - kNeed) / p.kRowWidth + 1 : 0;
-  p.vLocs = p.vRowWidth > 0 ? (vl - vNeed) / p.vRowWidth + 1 : 0;
-  if (kl < kNeed) p.kLocs = 0;
-  if (vl < vNeed) p.vLocs = 0;
+  p.kLayout = readKvLayout(kvInts, 0, kvScales[0], p.kRowWidth);
+  p.vLayout = readKvLayout(kvInts, 3, kvScales[1], p.vRowWidth);
+  // whole rows only (a row's tail may be read as a full 8-lane vector of its own bytes)
+  p.kLocs = (kl * 4) / p.kLayout.rowBytes;
+  p.vLocs = (vl * 4) / p.vLayout.rowBytes;
   if (!a.isNull(12)) {
     int64_t sl;
     p.sparse = a.i32(12, &sl);
@@ -401,9 +435,9 @@ EXPORT_FN(groupedMatmul) {
 }
 
 // indexerTopK(backend, q, weights, T, ints[numHeads, headDim, topK, kRowWidth, numReqs, stride], kBuf, extendStartLoc,
-//             extendSeqLens, extendPrefixLens, reqPoolIndices, reqToToken, out)
+//             extendSeqLens, extendPrefixLens, reqPoolIndices, reqToToken, out, kvInts[kind, rowFloats, fp8Dims], scale)
 EXPORT_FN(indexerTopK) {
-  Args a(env, info, 12);
+  Args a(env, info, 14);
   auto* b = a.external<Backend>(0);
   int64_t ql, wl, il, kl, ol;
   const float* q = a.f32(1, &ql);
@@ -416,12 +450,16 @@ EXPORT_FN(indexerTopK) {
   p.headDim = ints[1];
   p.topK = ints[2];
   p.kRowWidth = ints[3];
-  p.k = a.f32(5, &kl);
+  p.k = reinterpret_cast<const uint8_t*>(a.f32(5, &kl));
   p.batch = readPagedBatch(a, 6, ints[4], ints[5], "indexerTopK");
   int32_t* out = a.i32(11, &ol);
   if (p.numHeads < 1 || p.headDim < 1 || p.topK < 1 || p.kRowWidth < p.headDim) throw Failure{"tsglang_native: indexerTopK bad geometry"};
   if (ol < T * p.topK) throw Failure{"tsglang_native: indexerTopK out too small"};
-  p.kLocs = kl >= p.headDim ? (kl - p.headDim) / p.kRowWidth + 1 : 0;
+  int64_t kvl;
+  const int32_t* kvInts = a.i32(12, &kvl);
+  if (kvl < 3) throw Failure{"tsglang_native: indexerTopK KV layout params"};
+  p.kLayout = readKvLayout(kvInts, 0, static_cast<float>(a.num(13)), p.kRowWidth);
+  p.kLocs = (kl * 4) / p.kLayout.rowBytes;
   p.qLen = ql;
   p.wLen = wl;
   const std::string err = tsg::indexerTopK(b->pool, q, wts, T, p, out);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kv_codec.h"
 #include "ops.h"
 
 namespace tsg {
@@ -19,7 +20,7 @@ struct RowInfo {
 #ifndef TSG_ATTN_PF
 #define TSG_ATTN_PF 1
 #endif
-inline void prefetchRow(const float* row, int64_t bytes) {
+inline void prefetchRow(const uint8_t* row, int64_t bytes) {
   const char* p = reinterpret_cast<const char*>(row);
 #if TSG_ATTN_PF == 1
   for (int64_t off = 0; off < bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
@@ -35,20 +36,23 @@ inline void prefetchRow(const float* row, int64_t bytes) {
  * Scores of NH heads × NK keys (keys s..s+NK−1): per (head, key) eight FMA lanes over the head dim, hsum8, × scale —
  * the same arithmetic whatever the tile, so a (row, head, key) score never depends on its neighbours.
  */
-template <int NH, int NK>
-inline void scoreTile(const float* const* qh, const float* kBase, const int32_t* keyLoc, int64_t s, const AttentionArgs& a,
+template <int NH, int NK, int KIND>
+inline void scoreTile(const float* const* qh, int64_t kE, const int32_t* keyLoc, int64_t s, const AttentionArgs& a,
                       float* scoreBuf, int64_t stride, int64_t pfFirst, int64_t pfEnd) {
-  for (int64_t p = pfFirst; p < std::min(pfFirst + NK, pfEnd); p++) prefetchRow(kBase + static_cast<int64_t>(keyLoc[p]) * a.kRowWidth, a.headDim * 4);
+  using L = KvLoader<KIND>;
+  const KvLayout& kl = a.kLayout;
+  for (int64_t p = pfFirst; p < std::min(pfFirst + NK, pfEnd); p++)
+    prefetchRow(L::addr(a.k + static_cast<int64_t>(keyLoc[p]) * kl.rowBytes, kE, kl), L::spanBytes(a.headDim, kl));
   const int64_t d8 = a.headDim & ~int64_t(7);
   const int drem = static_cast<int>(a.headDim - d8);
-  const float* kr[NK];
-  for (int j = 0; j < NK; j++) kr[j] = kBase + static_cast<int64_t>(keyLoc[s + j]) * a.kRowWidth;
+  const uint8_t* kr[NK];
+  for (int j = 0; j < NK; j++) kr[j] = a.k + static_cast<int64_t>(keyLoc[s + j]) * kl.rowBytes;
   __m256 acc[NH][NK];
   for (int i = 0; i < NH; i++)
     for (int j = 0; j < NK; j++) acc[i][j] = _mm256_setzero_ps();
   for (int64_t e = 0; e < d8; e += 8) {
     __m256 kv[NK];
-    for (int j = 0; j < NK; j++) kv[j] = _mm256_loadu_ps(kr[j] + e);
+    for (int j = 0; j < NK; j++) kv[j] = L::load8(kr[j], kE + e, kl);
     for (int i = 0; i < NH; i++) {
       const __m256 qv = _mm256_loadu_ps(qh[i] + e);
       for (int j = 0; j < NK; j++) acc[i][j] = _mm256_fmadd_ps(qv, kv[j], acc[i][j]);
@@ -57,7 +61,7 @@ inline void scoreTile(const float* const* qh, const float* kBase, const int32_t*
   if (drem) {
     const __m256i dmask = tailMask(drem);
     __m256 kv[NK];
-    for (int j = 0; j < NK; j++) kv[j] = _mm256_maskload_ps(kr[j] + d8, dmask);
+    for (int j = 0; j < NK; j++) kv[j] = L::loadN(kr[j], kE + d8, drem, kl, dmask);
     for (int i = 0; i < NH; i++) {
       const __m256 qv = _mm256_maskload_ps(qh[i] + d8, dmask);
       for (int j = 0; j < NK; j++) acc[i][j] = _mm256_fmadd_ps(qv, kv[j], acc[i][j]);
@@ -82,9 +86,11 @@ inline void scoreTile(const float* const* qh, const float* kBase, const int32_t*
  * into blocks this way leaves every element's chain, and so its bits, unchanged. MASKED: the last vector(s) are partial
  * (`cnt[v]` lanes, 0..8).
  */
-template <int NH, int NV, bool MASKED>
-inline void valuePass(const float* scoreBuf, int64_t stride, const float* vBase, const int32_t* keyLoc, int64_t r0, int64_t r1,
+template <int NH, int NV, bool MASKED, int KIND>
+inline void valuePass(const float* scoreBuf, int64_t stride, int64_t vE, const int32_t* keyLoc, int64_t r0, int64_t r1,
                       int64_t e, const int* cnt, const AttentionArgs& a, bool first, float* out, int64_t pfDist, int64_t pfEnd) {
+  using L = KvLoader<KIND>;
+  const KvLayout& vl = a.vLayout;
   __m256i mask[NV];
   if (MASKED)
     for (int v = 0; v < NV; v++) mask[v] = tailMask(cnt[v]);
@@ -95,18 +101,18 @@ inline void valuePass(const float* scoreBuf, int64_t stride, const float* vBase,
       acc[i][v] = first ? _mm256_setzero_ps() : MASKED ? _mm256_maskload_ps(o, mask[v]) : _mm256_loadu_ps(o);
     }
   }
-  const int64_t pfBytes = (8 * NV - 8 + (MASKED ? cnt[NV - 1] : 8)) * 4;  // the bytes this pass reads of a row
+  const int64_t pfBytes = L::spanBytes(8 * NV - 8 + (MASKED ? cnt[NV - 1] : 8), vl);  // the bytes this pass reads of a row
   const int64_t rp = pfDist > 0 ? std::max(r0, std::min(r1, pfEnd - pfDist)) : r0;  // keys [r0, rp) prefetch ahead
   for (int64_t r = r0; r < r1; r++) {
     if (r < rp) {
       // the same dims of the row one block ahead (points ≤ 64 bytes apart: every line of the range)
-      const char* pp = reinterpret_cast<const char*>(vBase + static_cast<int64_t>(keyLoc[r + pfDist]) * a.vRowWidth + e);
+      const char* pp = reinterpret_cast<const char*>(L::addr(a.v + static_cast<int64_t>(keyLoc[r + pfDist]) * vl.rowBytes, vE + e, vl));
       for (int64_t off = 0; off < pfBytes; off += 56) _mm_prefetch(pp + off, _MM_HINT_T0);
       _mm_prefetch(pp + pfBytes - 1, _MM_HINT_T0);
     }
-    const float* vr = vBase + static_cast<int64_t>(keyLoc[r]) * a.vRowWidth + e;
+    const uint8_t* vr = a.v + static_cast<int64_t>(keyLoc[r]) * vl.rowBytes;
     __m256 vv[NV];
-    for (int v = 0; v < NV; v++) vv[v] = MASKED ? _mm256_maskload_ps(vr + 8 * v, mask[v]) : _mm256_loadu_ps(vr + 8 * v);
+    for (int v = 0; v < NV; v++) vv[v] = MASKED ? L::loadN(vr, vE + e + 8 * v, cnt[v], vl, mask[v]) : L::load8(vr, vE + e + 8 * v, vl);
     for (int i = 0; i < NH; i++) {
       const __m256 w = _mm256_broadcast_ss(scoreBuf + i * stride + r);
       for (int v = 0; v < NV; v++) acc[i][v] = _mm256_fmadd_ps(w, vv[v], acc[i][v]);
@@ -128,30 +134,30 @@ struct SubGroup {
 };
 
 /** Scores of NH heads over keys [s0, s1), 3 keys per tile. */
-template <int NH>
-void scoreRange(const float* const* qh, const float* kBase, const int32_t* keyLoc, int64_t s0, int64_t s1, const AttentionArgs& a,
+template <int NH, int KIND>
+void scoreRange(const float* const* qh, int64_t kE, const int32_t* keyLoc, int64_t s0, int64_t s1, const AttentionArgs& a,
                 float* scoreBuf, int64_t stride, int64_t pfDist, int64_t pfEnd) {
   // pfDist > 0: each tile prefetches its kv head's slice of the rows pfDist keys ahead (spread over the compute)
   const int64_t end = pfDist > 0 ? pfEnd : 0;
   int64_t s = s0;
-  for (; s + 3 <= s1; s += 3) scoreTile<NH, 3>(qh, kBase, keyLoc, s, a, scoreBuf, stride, s + pfDist, end);
-  for (; s < s1; s++) scoreTile<NH, 1>(qh, kBase, keyLoc, s, a, scoreBuf, stride, s + pfDist, end);
+  for (; s + 3 <= s1; s += 3) scoreTile<NH, 3, KIND>(qh, kE, keyLoc, s, a, scoreBuf, stride, s + pfDist, end);
+  for (; s < s1; s++) scoreTile<NH, 1, KIND>(qh, kE, keyLoc, s, a, scoreBuf, stride, s + pfDist, end);
 }
 
 /** The value sum of NH heads over keys [r0, r1) (see valuePass), 24 dims per pass, the last pass masked. */
-template <int NH>
-void valueRange(const float* scoreBuf, int64_t stride, const float* vBase, const int32_t* keyLoc, int64_t r0, int64_t r1,
+template <int NH, int KIND>
+void valueRange(const float* scoreBuf, int64_t stride, int64_t vE, const int32_t* keyLoc, int64_t r0, int64_t r1,
                 const AttentionArgs& a, bool first, float* out, int64_t pfDist, int64_t pfEnd) {
   const int64_t eFull = a.vHeadDim - a.vHeadDim % 24;
   const int64_t rem = a.vHeadDim - eFull;
   const int cnt[3] = {static_cast<int>(std::min<int64_t>(8, rem)), static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(8, rem - 8))),
                       static_cast<int>(std::max<int64_t>(0, rem - 16))};
-  for (int64_t e = 0; e < eFull; e += 24) valuePass<NH, 3, false>(scoreBuf, stride, vBase, keyLoc, r0, r1, e, cnt, a, first, out, pfDist, pfEnd);
-  if (rem == 16) valuePass<NH, 2, false>(scoreBuf, stride, vBase, keyLoc, r0, r1, eFull, cnt, a, first, out, pfDist, pfEnd);
-  else if (rem == 8) valuePass<NH, 1, false>(scoreBuf, stride, vBase, keyLoc, r0, r1, eFull, cnt, a, first, out, pfDist, pfEnd);
-  else if (rem > 16) valuePass<NH, 3, true>(scoreBuf, stride, vBase, keyLoc, r0, r1, eFull, cnt, a, first, out, pfDist, pfEnd);
-  else if (rem > 8) valuePass<NH, 2, true>(scoreBuf, stride, vBase, keyLoc, r0, r1, eFull, cnt, a, first, out, pfDist, pfEnd);
-  else if (rem > 0) valuePass<NH, 1, true>(scoreBuf, stride, vBase, keyLoc, r0, r1, eFull, cnt, a, first, out, pfDist, pfEnd);
+  for (int64_t e = 0; e < eFull; e += 24) valuePass<NH, 3, false, KIND>(scoreBuf, stride, vE, keyLoc, r0, r1, e, cnt, a, first, out, pfDist, pfEnd);
+  if (rem == 16) valuePass<NH, 2, false, KIND>(scoreBuf, stride, vE, keyLoc, r0, r1, eFull, cnt, a, first, out, pfDist, pfEnd);
+  else if (rem == 8) valuePass<NH, 1, false, KIND>(scoreBuf, stride, vE, keyLoc, r0, r1, eFull, cnt, a, first, out, pfDist, pfEnd);
+  else if (rem > 16) valuePass<NH, 3, true, KIND>(scoreBuf, stride, vE, keyLoc, r0, r1, eFull, cnt, a, first, out, pfDist, pfEnd);
+  else if (rem > 8) valuePass<NH, 2, true, KIND>(scoreBuf, stride, vE, keyLoc, r0, r1, eFull, cnt, a, first, out, pfDist, pfEnd);
+  else if (rem > 0) valuePass<NH, 1, true, KIND>(scoreBuf, stride, vE, keyLoc, r0, r1, eFull, cnt, a, first, out, pfDist, pfEnd);
 }
 
 /**
@@ -227,21 +233,23 @@ constexpr int64_t kBlockBytes = TSG_ATTN_KBLOCK, vBlockBytes = TSG_ATTN_VBLOCK;
  * @param scoreBuf [nr, 4·ng, stride] f32 scratch
  * @param outRows row j's output [numHeads, vHeadDim] at outRows[j]
  */
+template <int KIND>
 void attendItem(const float* const* qRows, int nr, const SubGroup* sg, int ng, const int32_t* keyLoc, const int64_t* numKeys,
                 const AttentionArgs& a, float* scoreBuf, int64_t stride, float* const* outRows) {
+  using L = KvLoader<KIND>;
   const int64_t kv0 = sg[0].kvHead, kv1 = sg[ng - 1].kvHead + 1;
-  const float* kSpan = a.k + a.kOffset + kv0 * a.headDim;  // the item's part of a K row: kv heads kv0..kv1−1
-  const float* vSpan = a.v + a.vOffset + kv0 * a.vHeadDim;
-  const int64_t kBytes = (kv1 - kv0) * a.headDim * 4, vBytes = (kv1 - kv0) * a.vHeadDim * 4;
+  const int64_t kSpanE = a.kOffset + kv0 * a.headDim;  // the item's part of a K row: kv heads kv0..kv1−1 (elements)
+  const int64_t vSpanE = a.vOffset + kv0 * a.vHeadDim;
+  const int64_t kBytes = L::spanBytes((kv1 - kv0) * a.headDim, a.kLayout), vBytes = L::spanBytes((kv1 - kv0) * a.vHeadDim, a.vLayout);
   int64_t maxKeys = 0;
   for (int j = 0; j < nr; j++) maxKeys = std::max(maxKeys, numKeys[j]);
   const int64_t rowScores = 4 * ng * stride;
-  auto prefetchRows = [&](const float* base, int64_t rowWidth, int64_t bytes, int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; r++) prefetchRow(base + static_cast<int64_t>(keyLoc[r]) * rowWidth, bytes);
+  auto prefetchRows = [&](const uint8_t* base, const KvLayout& l, int64_t e, int64_t bytes, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; r++) prefetchRow(L::addr(base + static_cast<int64_t>(keyLoc[r]) * l.rowBytes, e, l), bytes);
   };
   // 1. scores; the prefetch of block b+1 rides on the longest row's tiles (each kv head's first sub-group)
   const int64_t kBlock = std::max<int64_t>(3, kBlockBytes / std::max<int64_t>(kBytes, 1) / 3 * 3);
-  prefetchRows(kSpan, a.kRowWidth, kBytes, 0, std::min(kBlock, maxKeys));
+  prefetchRows(a.k, a.kLayout, kSpanE, kBytes, 0, std::min(kBlock, maxKeys));
   for (int64_t s0 = 0; s0 < maxKeys; s0 += kBlock) {
     bool pfDone = false;
     for (int j = 0; j < nr; j++) {
@@ -252,14 +260,14 @@ void attendItem(const float* const* qRows, int nr, const SubGroup* sg, int ng, c
       for (int g = 0; g < ng; g++) {
         const float* qh[4];
         for (int i = 0; i < sg[g].nh; i++) qh[i] = qRows[j] + (sg[g].h0 + i) * a.headDim;
-        const float* kBase = a.k + a.kOffset + sg[g].kvHead * a.headDim;
+        const int64_t kE = a.kOffset + sg[g].kvHead * a.headDim;
         float* sc = scoreBuf + j * rowScores + 4 * g * stride;
         const int64_t pf = pfRow && (g == 0 || sg[g].kvHead != sg[g - 1].kvHead) ? kBlock : 0;
         switch (sg[g].nh) {
-          case 4: scoreRange<4>(qh, kBase, keyLoc, s0, s1, a, sc, stride, pf, maxKeys); break;
-          case 3: scoreRange<3>(qh, kBase, keyLoc, s0, s1, a, sc, stride, pf, maxKeys); break;
-          case 2: scoreRange<2>(qh, kBase, keyLoc, s0, s1, a, sc, stride, pf, maxKeys); break;
-          default: scoreRange<1>(qh, kBase, keyLoc, s0, s1, a, sc, stride, pf, maxKeys); break;
+          case 4: scoreRange<4, KIND>(qh, kE, keyLoc, s0, s1, a, sc, stride, pf, maxKeys); break;
+          case 3: scoreRange<3, KIND>(qh, kE, keyLoc, s0, s1, a, sc, stride, pf, maxKeys); break;
+          case 2: scoreRange<2, KIND>(qh, kE, keyLoc, s0, s1, a, sc, stride, pf, maxKeys); break;
+          default: scoreRange<1, KIND>(qh, kE, keyLoc, s0, s1, a, sc, stride, pf, maxKeys); break;
         }
       }
     }
@@ -272,7 +280,7 @@ void attendItem(const float* const* qRows, int nr, const SubGroup* sg, int ng, c
     for (int g = 0; g < ng; g++) softmaxHeads(scoreBuf + j * rowScores + 4 * g * stride, sg[g].nh, stride, numKeys[j], inv + (j * ng + g) * 4);
   // 3. o_h = Σ_s w_hs · v_s over key blocks, then × 1/sum
   const int64_t vBlock = std::max<int64_t>(4, vBlockBytes / std::max<int64_t>(vBytes, 1));
-  prefetchRows(vSpan, a.vRowWidth, vBytes, 0, std::min(vBlock, maxKeys));
+  prefetchRows(a.v, a.vLayout, vSpanE, vBytes, 0, std::min(vBlock, maxKeys));
   for (int64_t r0 = 0; r0 < maxKeys; r0 += vBlock) {
     bool pfDone = false;
     for (int j = 0; j < nr; j++) {
@@ -281,15 +289,15 @@ void attendItem(const float* const* qRows, int nr, const SubGroup* sg, int ng, c
       const bool pfRow = !pfDone && numKeys[j] == maxKeys;
       pfDone = pfDone || pfRow;
       for (int g = 0; g < ng; g++) {
-        const float* vBase = a.v + a.vOffset + sg[g].kvHead * a.vHeadDim;
+        const int64_t vE = a.vOffset + sg[g].kvHead * a.vHeadDim;
         const float* sc = scoreBuf + j * rowScores + 4 * g * stride;
         float* o = outRows[j] + sg[g].h0 * a.vHeadDim;
         const int64_t pf = pfRow && (g == 0 || sg[g].kvHead != sg[g - 1].kvHead) ? vBlock : 0;
         switch (sg[g].nh) {
-          case 4: valueRange<4>(sc, stride, vBase, keyLoc, r0, r1, a, r0 == 0, o, pf, maxKeys); break;
-          case 3: valueRange<3>(sc, stride, vBase, keyLoc, r0, r1, a, r0 == 0, o, pf, maxKeys); break;
-          case 2: valueRange<2>(sc, stride, vBase, keyLoc, r0, r1, a, r0 == 0, o, pf, maxKeys); break;
-          default: valueRange<1>(sc, stride, vBase, keyLoc, r0, r1, a, r0 == 0, o, pf, maxKeys); break;
+          case 4: valueRange<4, KIND>(sc, stride, vE, keyLoc, r0, r1, a, r0 == 0, o, pf, maxKeys); break;
+          case 3: valueRange<3, KIND>(sc, stride, vE, keyLoc, r0, r1, a, r0 == 0, o, pf, maxKeys); break;
+          case 2: valueRange<2, KIND>(sc, stride, vE, keyLoc, r0, r1, a, r0 == 0, o, pf, maxKeys); break;
+          default: valueRange<1, KIND>(sc, stride, vE, keyLoc, r0, r1, a, r0 == 0, o, pf, maxKeys); break;
         }
       }
     }
@@ -312,6 +320,7 @@ void attendItem(const float* const* qRows, int nr, const SubGroup* sg, int ng, c
 
 std::string attention(ThreadPool& pool, const float* q, int64_t numTokens, const AttentionArgs& a, float* out) {
   if (a.numKvHeads <= 0 || a.numHeads % a.numKvHeads != 0) return "attention: numHeads not divisible by numKvHeads";
+  if (a.kLayout.kind != a.vLayout.kind || a.kLayout.kind < KV_F32 || a.kLayout.kind > KV_FP8_BLOCK) return "attention: K and V must share one known KV codec";
   const int64_t group = a.numHeads / a.numKvHeads;
   std::vector<RowInfo> rows(numTokens, RowInfo{-1, -1});
   for (int64_t i = 0; i < a.batch.numReqs; i++) {
@@ -388,7 +397,13 @@ std::string attention(ThreadPool& pool, const float* q, int64_t numTokens, const
     }
     const int64_t stride = maxKeys + 8;  // scores of row j, sub-group g, head i at sc[(j·4·ng + 4g + i) · stride]
     if (static_cast<int64_t>(scores.size()) < it.nr * kSub * ng * stride) scores.resize(it.nr * kSub * ng * stride);
-    attendItem(qRows, it.nr, subs.data() + it.u0, ng, locs.data(), numKeys, a, scores.data(), stride, outRows);
+    switch (a.kLayout.kind) {
+      case KV_BF16: attendItem<KV_BF16>(qRows, it.nr, subs.data() + it.u0, ng, locs.data(), numKeys, a, scores.data(), stride, outRows); break;
+      case KV_FP8_E4M3: attendItem<KV_FP8_E4M3>(qRows, it.nr, subs.data() + it.u0, ng, locs.data(), numKeys, a, scores.data(), stride, outRows); break;
+      case KV_FP8_E5M2: attendItem<KV_FP8_E5M2>(qRows, it.nr, subs.data() + it.u0, ng, locs.data(), numKeys, a, scores.data(), stride, outRows); break;
+      case KV_FP8_BLOCK: attendItem<KV_FP8_BLOCK>(qRows, it.nr, subs.data() + it.u0, ng, locs.data(), numKeys, a, scores.data(), stride, outRows); break;
+      default: attendItem<KV_F32>(qRows, it.nr, subs.data() + it.u0, ng, locs.data(), numKeys, a, scores.data(), stride, outRows); break;
+    }
   });
   for (char b : bad)
     if (b) return "attention: a KV loc from reqToToken lies outside the K/V buffers";

@@ -118,8 +118,11 @@ inline __m256 hsum8x8(const __m256* a) {
  * Index scores of keys [s0, s1) of one row: sc[s - s0] = Σ_h w[h]·ReLU(q[h]·k_s), eight keys per pass (a partial last
  * pass reads a zero row for the missing keys; each lane's arithmetic depends only on its own q and k).
  */
+template <int KIND>
 void indexScores8(const float* q, const float* w, const IndexerArgs& a, const int32_t* locs, int64_t s0, int64_t s1,
-                  const float* zeroRow, float* sc) {
+                  const uint8_t* zeroRow, float* sc) {
+  using L = KvLoader<KIND>;
+  const KvLayout& kl = a.kLayout;
   const int64_t D = a.headDim, H = a.numHeads;
   const int64_t d8 = D & ~int64_t(7);
   const int drem = static_cast<int>(D - d8);
@@ -127,10 +130,10 @@ void indexScores8(const float* q, const float* w, const IndexerArgs& a, const in
   alignas(32) float tmp[8];
   for (int64_t s = s0; s < s1; s += 8) {
     const int nk = static_cast<int>(std::min<int64_t>(8, s1 - s));
-    const float* kr[8];
-    for (int j = 0; j < 8; j++) kr[j] = j < nk ? a.k + static_cast<int64_t>(locs[s + j]) * a.kRowWidth : zeroRow;
+    const uint8_t* kr[8];
+    for (int j = 0; j < 8; j++) kr[j] = j < nk ? a.k + static_cast<int64_t>(locs[s + j]) * kl.rowBytes : zeroRow;
     if (s + 8 < s1) {
-      for (int j = 0; j < std::min<int64_t>(8, s1 - s - 8); j++) _mm_prefetch(reinterpret_cast<const char*>(a.k + static_cast<int64_t>(locs[s + 8 + j]) * a.kRowWidth), _MM_HINT_T0);
+      for (int j = 0; j < std::min<int64_t>(8, s1 - s - 8); j++) _mm_prefetch(reinterpret_cast<const char*>(a.k + static_cast<int64_t>(locs[s + 8 + j]) * kl.rowBytes), _MM_HINT_T0);
     }
     __m256 score = _mm256_setzero_ps();
     for (int64_t h = 0; h < H; h++) {
@@ -139,11 +142,11 @@ void indexScores8(const float* q, const float* w, const IndexerArgs& a, const in
       for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
       for (int64_t e = 0; e < d8; e += 8) {
         const __m256 qv = _mm256_loadu_ps(qh + e);
-        for (int j = 0; j < 8; j++) acc[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr[j] + e), acc[j]);
+        for (int j = 0; j < 8; j++) acc[j] = _mm256_fmadd_ps(qv, L::load8(kr[j], e, kl), acc[j]);
       }
       if (drem) {
         const __m256 qv = _mm256_maskload_ps(qh + d8, dmask);
-        for (int j = 0; j < 8; j++) acc[j] = _mm256_fmadd_ps(qv, _mm256_maskload_ps(kr[j] + d8, dmask), acc[j]);
+        for (int j = 0; j < 8; j++) acc[j] = _mm256_fmadd_ps(qv, L::loadN(kr[j], d8, drem, kl, dmask), acc[j]);
       }
       const __m256 relu = _mm256_max_ps(hsum8x8(acc), _mm256_setzero_ps());
       score = _mm256_fmadd_ps(_mm256_broadcast_ss(w + h), relu, score);
@@ -202,7 +205,7 @@ std::string indexerTopK(ThreadPool& pool, const float* q, const float* weights, 
   }
   if (rows.empty()) return "";
   if (a.qLen < numTokens * a.numHeads * a.headDim || a.wLen < numTokens * a.numHeads) return "indexerTopK: q or weights shorter than numTokens rows";
-  std::vector<float> zeroRow(a.headDim + 8, 0.0f);
+  std::vector<uint8_t> zeroRow(a.kLayout.rowBytes + 64, 0);
   // waves of rows whose scores fit the buffer; tasks = (row, chunk of kChunk keys), then one selection per row
   constexpr int64_t kChunk = 128;
   constexpr int64_t kMaxBuffer = int64_t(1) << 21;
@@ -226,8 +229,17 @@ std::string indexerTopK(ThreadPool& pool, const float* q, const float* weights, 
     pool.parallelFor(static_cast<int64_t>(tasks.size()), [&](int64_t ti, int) {
       const Row& r = rows[tasks[ti].first];
       const int64_t s0 = tasks[ti].second, s1 = std::min(r.numKeys, s0 + kChunk);
-      indexScores8(q + r.t * a.numHeads * a.headDim, weights + r.t * a.numHeads, a, a.batch.reqToToken + r.tableRow, s0, s1,
-                   zeroRow.data(), bp + offs[tasks[ti].first - r0] + s0);
+      const float* qr = q + r.t * a.numHeads * a.headDim;
+      const float* wr = weights + r.t * a.numHeads;
+      const int32_t* lr = a.batch.reqToToken + r.tableRow;
+      float* scr = bp + offs[tasks[ti].first - r0] + s0;
+      switch (a.kLayout.kind) {
+        case KV_BF16: indexScores8<KV_BF16>(qr, wr, a, lr, s0, s1, zeroRow.data(), scr); break;
+        case KV_FP8_E4M3: indexScores8<KV_FP8_E4M3>(qr, wr, a, lr, s0, s1, zeroRow.data(), scr); break;
+        case KV_FP8_E5M2: indexScores8<KV_FP8_E5M2>(qr, wr, a, lr, s0, s1, zeroRow.data(), scr); break;
+        case KV_FP8_BLOCK: indexScores8<KV_FP8_BLOCK>(qr, wr, a, lr, s0, s1, zeroRow.data(), scr); break;
+        default: indexScores8<KV_F32>(qr, wr, a, lr, s0, s1, zeroRow.data(), scr); break;
+      }
     });
     pool.parallelFor(static_cast<int64_t>(r1 - r0), [&](int64_t i, int) {
       thread_local std::vector<float> tmp;

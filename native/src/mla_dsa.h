@@ -7,6 +7,7 @@
 
 #include "common.h"
 #include "gemm.h"
+#include "kv_codec.h"
 #include "thread_pool.h"
 
 namespace tsg {
@@ -29,8 +30,9 @@ void groupedMatmul(ThreadPool& pool, const float* x, int64_t M, int64_t groups, 
 /** Geometry and inputs of indexerTopK: index keys [kLocs rows of kRowWidth floats] and the paged batch. */
 struct IndexerArgs {
   int64_t numHeads, headDim, topK;
-  const float* k;  // index keys: key of loc = k[loc·kRowWidth .. +headDim]
+  const uint8_t* k;  // index keys: key of loc = elements 0..headDim of the row at k + loc·kLayout.rowBytes
   int64_t kRowWidth, kLocs;
+  KvLayout kLayout;
   PagedBatch batch;
   int64_t qLen, wLen;  // elements of q / weights (checked only when some row needs scores)
 };

@@ -9,6 +9,7 @@
 
 #include "common.h"
 #include "gemm.h"
+#include "kv_codec.h"
 #include "thread_pool.h"
 
 namespace tsg {
@@ -44,10 +45,11 @@ bool embedding(ThreadPool& pool, const int32_t* ids, int64_t n, const WeightView
 struct AttentionArgs {
   int64_t numHeads, numKvHeads, headDim, vHeadDim;
   float scale;
-  const float* k;
-  int64_t kRowWidth, kOffset, kLocs;  // kLocs = rows available in k (bounds check)
-  const float* v;
+  const uint8_t* k;  // K rows: row loc at k + loc·kLayout.rowBytes, stored as kLayout says (kv_codec.h)
+  int64_t kRowWidth, kOffset, kLocs;  // elements per row, first element of kv head 0; kLocs = rows available (bounds check)
+  const uint8_t* v;
   int64_t vRowWidth, vOffset, vLocs;
+  KvLayout kLayout, vLayout;
   PagedBatch batch;
   const int32_t* sparse;  // [numTokens, sparseWidth] or nullptr
   int64_t sparseWidth;

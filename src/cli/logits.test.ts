@@ -47,7 +47,8 @@ test('tsglang logits: errors go to stderr with a non-zero exit and empty stdout'
   assert.match(badId.stderr, /id 512 at position 2 is outside the vocabulary \[0, 512\)/);
   const noModel = runCli(['--model-path', join(DIR, 'nope'), '--input-ids', '1']);
   assert.equal(noModel.code, 1);
-  assert.match(noModel.stderr, /ModelLoadError: cannot read .*config\.json/);
+  assert.match(noModel.stderr, /^tsglang logits: error: cannot read .*config\.json/);
+  assert.doesNotMatch(noModel.stderr, /ModelLoadError/);
 });
 
 test('parseLogitsArgs: flags and their errors', NEEDS_SHARED, () => {

@@ -1,7 +1,8 @@
 // `tsglang logits`: the model bring-up tool. Loads a checkpoint, runs a prompt of raw token ids, prints exactly one
 // JSON object on stdout: {"logits": {"<position>": [vocabSize floats]}, "greedy": [ids], "mtp_logits": {"<position>": [...]}}
 // ("greedy" only with --greedy, "mtp_logits" only with --mtp-next-tokens). Logs and the progress bar go to stderr.
-import { InvalidRequestError, Logger, TsglangError } from '../common/index.js';
+import { InvalidRequestError, Logger, parseKvCacheDtype, TsglangError } from '../common/index.js';
+import type { KvCacheDtype } from '../common/index.js';
 import { readKernelEnv } from '../config/index.js';
 import { createOps, defaultThreads } from '../kernels/index.js';
 import { SimpleBatchContext } from '../layers/index.js';
@@ -13,6 +14,7 @@ import { parseStrictFlags } from './cli_common.js';
 
 const USAGE = `usage: tsglang logits --model-path DIR --input-ids 3,17,42 [--positions last|all|0,5,9] [--greedy N]
                       [--mtp-next-tokens T0,...,Tn-1] [--json-model-override-args JSON] [--threads T]
+                      [--kv-cache-dtype auto|bf16|fp8_e4m3|fp8_e5m2]
 
   --model-path DIR                  local Hugging Face checkpoint directory (config.json + safetensors)
   --input-ids IDS                   comma-separated token ids, used as given (no BOS added)
@@ -25,6 +27,7 @@ const USAGE = `usage: tsglang logits --model-path DIR --input-ids 3,17,42 [--pos
   --threads T                       compute threads of the native kernels, per TP rank (default: available cores,
                                     divided by --tp-size)
   --tp-size N (--tp), --ep-size M (--ep)   tensor / expert parallelism on rank threads (default 1)
+  --kv-cache-dtype D                KV cache storage dtype as \`serve --kv-cache-dtype\` (default auto: f32)
 `;
 
 /** Parsed flags of `tsglang logits`. */
@@ -44,6 +47,8 @@ export interface LogitsArgs {
   /** --tp-size / --ep-size (default 1). */
   readonly tpSize: number;
   readonly epSize: number;
+  /** --kv-cache-dtype (default 'auto'). */
+  readonly kvCacheDtype: KvCacheDtype;
 }
 
 /**
@@ -63,7 +68,10 @@ export function parseLogitsArgs(argv: string[]): LogitsArgs {
     tp: { type: 'string' },
     'ep-size': { type: 'string' },
     ep: { type: 'string' },
+    'kv-cache-dtype': { type: 'string', default: 'auto' },
   });
+  const kvCacheDtype = parseKvCacheDtype(String(values['kv-cache-dtype']));
+  if (kvCacheDtype === null) throw new InvalidRequestError(`--kv-cache-dtype: invalid choice '${String(values['kv-cache-dtype'])}' (choose from auto, bf16, bfloat16, fp8_e4m3, fp8_e5m2)`, 'kv-cache-dtype');
   const modelPath = values['model-path'];
   if (typeof modelPath !== 'string' || modelPath === '') throw new InvalidRequestError('--model-path is required', 'model-path');
   const idsText = values['input-ids'];
@@ -106,7 +114,7 @@ export function parseLogitsArgs(argv: string[]): LogitsArgs {
   const epSize = size('ep-size', 'ep');
   if (tpSize % epSize !== 0) throw new InvalidRequestError(`--ep-size (${epSize}) must divide --tp-size (${tpSize})`, 'ep-size');
   if (tpSize > 1 && mtpNextTokens !== null) throw new InvalidRequestError('--mtp-next-tokens runs the MTP layer on one rank only; drop --tp-size', 'mtp-next-tokens');
-  return { modelPath, inputIds, positions, greedy, overrideArgs: typeof ov === 'string' ? ov : undefined, mtpNextTokens, threads, threadsGiven: values.threads !== undefined, tpSize, epSize };
+  return { modelPath, inputIds, positions, greedy, overrideArgs: typeof ov === 'string' ? ov : undefined, mtpNextTokens, threads, threadsGiven: values.threads !== undefined, tpSize, epSize, kvCacheDtype };
 }
 
 function parseIntList(text: string, flag: string): number[] {
@@ -140,7 +148,10 @@ export interface LogitsResult {
  * Runs the prompt as one extend (logits of the wanted positions), then `greedy` tokens one decode at a time.
  * @throws InvalidRequestError for a token id outside the vocabulary
  */
-export function computeLogits(model: CausalLM, inputIds: readonly number[], positions: 'last' | 'all' | readonly number[], greedy: number | null, mtpNextTokens: readonly number[] | null = null): LogitsResult {
+export function computeLogits(
+  model: CausalLM, inputIds: readonly number[], positions: 'last' | 'all' | readonly number[], greedy: number | null, mtpNextTokens: readonly number[] | null = null,
+  kvCacheDtype: KvCacheDtype = 'auto',
+): LogitsResult {
   const V = model.config.vocabSize;
   inputIds.forEach((id, i) => {
     if (id >= V) throw new InvalidRequestError(`--input-ids: id ${id} at position ${i} is outside the vocabulary [0, ${V})`, 'input-ids');
@@ -150,7 +161,7 @@ export function computeLogits(model: CausalLM, inputIds: readonly number[], posi
   // with --mtp-next-tokens every position's final-norm hidden state feeds the MTP layer
   const rows = mtpNextTokens ? [...Array(n).keys()] : [...new Set([...wanted, n - 1])].sort((a, b) => a - b);
   const maxLen = n + Math.max(0, greedy ?? 0);
-  const ctx = new SimpleBatchContext(new KVPool(model.kvPoolLayout(), maxLen + 1), 1, maxLen);
+  const ctx = new SimpleBatchContext(new KVPool(model.kvPoolLayout(kvCacheDtype), maxLen + 1), 1, maxLen);
   const req = ctx.addReq();
   const batch = ctx.makeBatch([{ req, inputIds }], { logits: 'all' });
   const prefill = model.forward({ ...batch, logitRows: Int32Array.from(rows), captureHiddenStates: mtpNextTokens !== null });
@@ -226,16 +237,16 @@ export async function run(argv: string[]): Promise<number> {
     let model: CausalLM;
     let close = (): void => {};
     if (args.tpSize > 1) {
-      const tp = launchTpRanks({ modelPath: args.modelPath, overrides: args.overrideArgs ?? {}, tpSize: args.tpSize, epSize: args.epSize, ...(args.threadsGiven ? { threadsPerRank: args.threads } : {}), kernelEnv: readKernelEnv(), logger });
+      const tp = launchTpRanks({ modelPath: args.modelPath, overrides: args.overrideArgs ?? {}, tpSize: args.tpSize, epSize: args.epSize, ...(args.threadsGiven ? { threadsPerRank: args.threads } : {}), kernelEnv: readKernelEnv(), kvCacheDtype: args.kvCacheDtype, logger });
       const m = tp.model;
-      model = { config: tp.rank0.config, kvPoolLayout: () => m.kvPoolLayout(), forward: (b) => m.forward(b) };
+      model = { config: tp.rank0.config, kvPoolLayout: (dt) => m.kvPoolLayout(dt), forward: (b) => m.forward(b) };
       close = () => m.close();
     } else {
       model = loadModel(args.modelPath, { ops: createOps({ threads: args.threads, env: readKernelEnv() }), overrides: args.overrideArgs ?? {}, logger }).model;
     }
     let res: LogitsResult;
     try {
-      res = computeLogits(model, args.inputIds, args.positions, args.greedy, args.mtpNextTokens);
+      res = computeLogits(model, args.inputIds, args.positions, args.greedy, args.mtpNextTokens, args.kvCacheDtype);
     } finally {
       close();
     }

@@ -9,9 +9,10 @@ import type { TinyCheckpoint } from '../executor/index.js';
 import { MODEL_DEFINITIONS } from '../models/index.js';
 import { tinyTokenizerFamily, tinyTokenizerSpec, writeTinyTokenizer } from '../tokenizer/index.js';
 import { parseStrictFlags } from './cli_common.js';
+import { EMBEDDED_CONTEXT_LENGTH, EMBEDDED_EOS_SHAPING, shapeEosWeights } from './embedded_model.js';
 
 const USAGE = `usage: tsglang make-tiny --arch ARCH --out DIR [--seed S] [--preset tiny|bench] [--num-shards N]
-                         [--json-model-override-args JSON]
+                         [--json-model-override-args JSON] [--eos-shaping on|off]
 
   --arch ARCH      architecture: ${MODEL_DEFINITIONS.flatMap((d) => d.tinyArchNames).join(', ')}
   --out DIR        output directory (created if missing; existing files are overwritten)
@@ -19,7 +20,17 @@ const USAGE = `usage: tsglang make-tiny --arch ARCH --out DIR [--seed S] [--pres
   --preset NAME    size preset: tiny (tests) or bench (a few hundred million parameters, FP8; default tiny)
   --num-shards N   safetensors shards (default 2; 1 writes a single model.safetensors)
   --json-model-override-args JSON   config.json fields replacing the preset's
+  --eos-shaping on|off  on (default): the embedded default's EOS shaping, so sampled answers end (tens to a few hundred
+                   tokens at temperature 1) and max_position_embeddings ${EMBEDDED_CONTEXT_LENGTH}; off: plain random weights (a request
+                   without max_tokens then runs to the context length)
 `;
+
+/**
+ * The EOS row's weight on the constant channel per family (EosShaping.eosWeight), calibrated as the embedded default's
+ * (its EOS logit sits ~5 below the log-sum-exp of the others, so temperature-1 answers end after tens to hundreds of
+ * tokens): the DeepSeek tiny presets' final hidden states have a larger RMS, so their EOS row needs a larger weight.
+ */
+const TINY_EOS_WEIGHT: Readonly<Record<string, number>> = { 'minimax-m2': EMBEDDED_EOS_SHAPING.eosWeight, 'deepseek-v32': 4.25, 'deepseek-v3': 4.25 };
 
 /** Parsed flags of make-tiny. */
 export interface MakeTinyArgs {
@@ -29,6 +40,8 @@ export interface MakeTinyArgs {
   readonly preset: string;
   readonly numShards: number;
   readonly configOverrides: Record<string, unknown>;
+  /** --eos-shaping (default true). */
+  readonly eosShaping: boolean;
 }
 
 /**
@@ -43,7 +56,10 @@ export function parseMakeTinyArgs(argv: string[]): MakeTinyArgs {
     preset: { type: 'string', default: 'tiny' },
     'num-shards': { type: 'string', default: '2' },
     'json-model-override-args': { type: 'string' },
+    'eos-shaping': { type: 'string', default: 'on' },
   });
+  const shaping = String(values['eos-shaping']);
+  if (shaping !== 'on' && shaping !== 'off') throw new InvalidRequestError(`--eos-shaping must be on or off, got '${shaping}'`, 'eos-shaping');
   if (typeof values.arch !== 'string') throw new InvalidRequestError('--arch is required', 'arch');
   if (typeof values.out !== 'string' || values.out === '') throw new InvalidRequestError('--out is required', 'out');
   const int = (flag: string, min: number): number => {
@@ -57,7 +73,7 @@ export function parseMakeTinyArgs(argv: string[]): MakeTinyArgs {
   } catch (err) {
     throw new InvalidRequestError((err as Error).message, 'json-model-override-args');
   }
-  return { arch: values.arch, out: values.out, seed: int('seed', 0), preset: String(values.preset), numShards: int('num-shards', 1), configOverrides };
+  return { arch: values.arch, out: values.out, seed: int('seed', 0), preset: String(values.preset), numShards: int('num-shards', 1), configOverrides, eosShaping: shaping === 'on' };
 }
 
 /**
@@ -74,8 +90,12 @@ export async function run(argv: string[]): Promise<number> {
     const args = parseMakeTinyArgs(argv);
     // Tokenizer step (D2): the tokenizer fixes vocab_size / bos / eos in config.json (flags still win).
     const tokSpec = MODEL_DEFINITIONS.some((d) => d.tinyArchNames.includes(args.arch)) ? tinyTokenizerSpec(tinyTokenizerFamily(args.arch)) : null;
+    // EOS shaping (as the embedded default; embedded_model.ts says how): a random model would never stop sampling
+    const shaped = args.eosShaping && tokSpec !== null;
     const ckpt: TinyCheckpoint = writeTinyCheckpoint(args.arch, args.out, {
-      seed: args.seed, preset: args.preset, numShards: args.numShards, configOverrides: { ...(tokSpec?.configOverrides ?? {}), ...args.configOverrides },
+      seed: args.seed, preset: args.preset, numShards: args.numShards,
+      configOverrides: { ...(tokSpec?.configOverrides ?? {}), ...(shaped ? { max_position_embeddings: EMBEDDED_CONTEXT_LENGTH } : {}), ...args.configOverrides },
+      ...(shaped ? { adjustValues: shapeEosWeights({ ...EMBEDDED_EOS_SHAPING, eosTokenId: tokSpec.eosTokenId, eosWeight: TINY_EOS_WEIGHT[tinyTokenizerFamily(args.arch)] ?? EMBEDDED_EOS_SHAPING.eosWeight }) } : {}),
     });
     // Tokenizer step (D2): tokenizer.json, tokenizer_config.json, generation_config.json, chat template.
     const tokFiles = tokSpec ? writeTinyTokenizer(ckpt.dir, tokSpec.family) : [];

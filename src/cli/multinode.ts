@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { InvalidRequestError, UnsupportedFeatureError } from '../common/index.js';
+import { InvalidRequestError, parseKvCacheDtype, UnsupportedFeatureError } from '../common/index.js';
 import type { Logger } from '../common/index.js';
 import type { KernelEnv, ServerArgs } from '../config/index.js';
 import { bootstrapNodes, loadGlooAddon } from '../distributed/index.js';
@@ -66,6 +66,7 @@ export async function runFollowerNode(args: Readonly<ServerArgs>, modelPath: str
     epSize: args.epSize,
     ...(args.numThreads !== null ? { threadsPerRank: args.numThreads } : {}),
     kernelEnv: env,
+    kvCacheDtype: parseKvCacheDtype(args.kvCacheDtype) ?? 'auto',
     timeoutMs: cluster.timeoutMs,
     nodes: cluster.tpNodes,
     logger,

@@ -9,3 +9,4 @@ export * from './async_queue.js';
 export * from './py_json.js';
 export * from './py_repr.js';
 export * from './fs_utils.js';
+export * from './kv_dtype.js';

@@ -135,7 +135,7 @@ export const SERVER_FLAGS: readonly FlagSpec[] = [
   { name: 'dtype', key: 'dtype', type: 'str', default: 'auto', choices: ['auto', 'half', 'float16', 'bfloat16', 'float', 'float32'], help: 'activation dtype; the CPU engine computes in float32 for every choice' },
   { name: 'device', key: 'device', type: 'str', default: 'cpu', choices: ['cpu'], help: 'device (tsglang runs on CPU)' },
   { name: 'quantization', key: 'quantization', type: 'str', default: null, help: 'weight quantization (default: from the checkpoint; fp8 block-scaled is built)' },
-  { name: 'kv-cache-dtype', key: 'kvCacheDtype', type: 'str', default: 'auto', choices: ['auto', 'bf16', 'bfloat16', 'fp8_e4m3', 'fp8_e5m2', 'fp4_e2m1'], help: 'KV cache dtype (auto: f32 on CPU)' },
+  { name: 'kv-cache-dtype', key: 'kvCacheDtype', type: 'str', default: 'auto', choices: ['auto', 'bf16', 'bfloat16', 'fp8_e4m3', 'fp8_e5m2', 'fp4_e2m1'], help: 'KV cache storage dtype (auto: f32 on CPU; bf16; fp8_e4m3 / fp8_e5m2 with the checkpoint\'s k_scale / v_scale, else 1.0)' },
   { name: 'context-length', key: 'contextLength', type: 'int', default: null, help: 'max context length (default: from config.json)' },
   { name: 'json-model-override-args', key: 'jsonModelOverrideArgs', type: 'json', default: {}, metavar: 'JSON', help: 'JSON object merged into config.json' },
   // memory and scheduling
@@ -435,7 +435,7 @@ const NOT_BUILT_RULES: readonly NotBuiltRule[] = [
     return k !== undefined && a.speculativeAlgorithm === null ? `speculative decoding (--${k} without --speculative-algorithm)` : null;
   },
   (a) => (a.disaggregationMode !== 'null' ? `prefill/decode disaggregation (--disaggregation-mode ${a.disaggregationMode})` : null),
-  (a) => (a.kvCacheDtype !== 'auto' ? `KV cache dtype '${a.kvCacheDtype}' (--kv-cache-dtype; only 'auto' = f32 on CPU is built)` : null),
+  (a) => (a.kvCacheDtype === 'fp4_e2m1' ? `KV cache dtype '${a.kvCacheDtype}' (--kv-cache-dtype; auto = f32, bf16, fp8_e4m3 and fp8_e5m2 are built)` : null),
   (a) => (a.quantization !== null && a.quantization !== 'fp8' ? `quantization '${a.quantization}' (--quantization; FP8 block-scaled checkpoints are built)` : null),
   (a) => (a.schedulePolicy !== 'fcfs' && a.schedulePolicy !== 'lpm' ? `schedule policy '${a.schedulePolicy}' (fcfs and lpm are built)` : null),
 ];

@@ -4,10 +4,11 @@
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { Logger, SILENT_LOGGER, TsglangError, UnsupportedFeatureError } from '../common/index.js';
+import { F32_CODEC, kvCodecName, Logger, parseKvCacheDtype, SILENT_LOGGER, TsglangError, UnsupportedFeatureError } from '../common/index.js';
+import type { KvCodec } from '../common/index.js';
 import { deriveContextLength, loadModelConfig, readKernelEnv, type KernelEnv } from '../config/index.js';
 import { CacheManager, Scheduler, type StepStats } from '../scheduler/index.js';
-import { ChunkCache, KVPool, RadixCache, ReqToTokenPool, TokenToKVPoolAllocator } from '../mem_cache/index.js';
+import { ChunkCache, KVPool, kvBytesPerToken as kvBytesPerTokenOf, RadixCache, ReqToTokenPool, TokenToKVPoolAllocator } from '../mem_cache/index.js';
 import { ModelRunner, launchTpRanks, planMemory, readAvailableMemoryBytes, type ForwardModel, type TpLaunch } from '../executor/index.js';
 import { createOps, loadNativeAddon, type NativeAddon, type NativeHandle } from '../kernels/index.js';
 import { setSamplerKernels } from '../sampling/index.js';
@@ -74,6 +75,7 @@ function loadTpModel(options: EngineOptions, logger: Logger): TpLaunch {
     ...(options.kernelEnv ? { kernelEnv: options.kernelEnv } : {}),
     ...(options.distTimeout ? { timeoutMs: options.distTimeout * 1000 } : {}),
     ...(options.tpNodes ? { nodes: options.tpNodes } : {}),
+    kvCacheDtype: parseKvCacheDtype(options.kvCacheDtype ?? 'auto') ?? 'auto',
     logger,
   });
 }
@@ -138,8 +140,9 @@ export class EngineCore {
     injected?: CoreModel,
     loadedTokenizer?: Tokenizer | null,
   ): EngineCore {
-    if (options.kvCacheDtype && options.kvCacheDtype !== 'auto') {
-      throw new UnsupportedFeatureError(`--kv-cache-dtype ${options.kvCacheDtype} is not built yet on CPU (only 'auto': f32 KV cache)`);
+    const kvCacheDtype = parseKvCacheDtype(options.kvCacheDtype ?? 'auto');
+    if (kvCacheDtype === null) {
+      throw new UnsupportedFeatureError(`--kv-cache-dtype ${options.kvCacheDtype} is not built on CPU (auto, bf16, fp8_e4m3 and fp8_e5m2 are)`);
     }
     const tokenizerPath = options.tokenizerPath ?? options.modelPath;
     const tokenizer = options.skipTokenizerInit ? null : loadedTokenizer ?? loadTokenizer(tokenizerPath);
@@ -181,9 +184,10 @@ export class EngineCore {
     const pageSize = options.pageSize ?? 1;
     const contextLength = checkedContext ?? deriveContextLength(cm.maxPositionEmbeddings, options.contextLength, warnContext);
     const maxPrefillTokens = options.maxPrefillTokens ?? DEFAULT_MAX_PREFILL_TOKENS;
-    const layout = cm.model.kvPoolLayout();
-    // Every TP rank holds a KV pool of this layout (its heads; MLA's latent replicated) in this process's memory.
-    const kvBytesPerToken = layout.numLayers * layout.buffers.reduce((s, b) => s + b.width, 0) * 4 * tpSize;
+    const layout = cm.model.kvPoolLayout(kvCacheDtype);
+    // Every TP rank holds a KV pool of this layout (its heads; MLA's latent replicated) in this process's memory,
+    // each row in the KV dtype's codec.
+    const kvBytesPerToken = kvBytesPerTokenOf(layout) * tpSize;
     const plan = planMemory({
       totalMemBytes: memBefore,
       availableAfterLoadBytes: Math.min(memAfter, memBefore),
@@ -197,7 +201,7 @@ export class EngineCore {
       maxRunningRequests: options.maxRunningRequests ?? null,
     });
     const capacity = plan.maxTotalNumTokens;
-    const kvPool = new KVPool(layout, capacity + pageSize, Math.min(capacity + pageSize, 64 * pageSize), kvAlloc);
+    const kvPool = new KVPool(layout, capacity + pageSize, Math.min(capacity + pageSize, 64 * pageSize), kvAlloc ? (n) => kvAlloc(n) : undefined);
     const allocator = new TokenToKVPoolAllocator(capacity, pageSize, kvPool);
     const cache = options.disableRadixCache ? new ChunkCache(allocator) : new RadixCache(allocator);
     const rowLen = Math.min(contextLength, capacity) + pageSize;
@@ -223,12 +227,15 @@ export class EngineCore {
     const gib = (b: number): string => (b / 1024 ** 3).toFixed(2);
     // SGLang's start-up lines (memory_pool.py / scheduler.py), with CPU RAM in place of GPU memory.
     const sizeOf = (names: string[]): number =>
-      capacity * layout.numLayers * layout.buffers.filter((b) => names.includes(b.name)).reduce((s, b) => s + b.width, 0) * 4;
+      capacity * kvBytesPerTokenOf({ numLayers: layout.numLayers, buffers: layout.buffers.filter((b) => names.includes(b.name)) });
     const hasKV = layout.buffers.some((b) => b.name === 'k') && layout.buffers.some((b) => b.name === 'v');
+    const codecs = [...new Set(layout.buffers.map((b) => `${b.name} ${kvCodecName(Array.isArray(b.codec) ? (b.codec as KvCodec[])[0] : (b.codec as KvCodec | undefined) ?? F32_CODEC)}`))].join(', ');
     logger.info(
       `KV Cache is allocated. #tokens: ${capacity}, ` +
         (hasKV ? `K size: ${gib(sizeOf(['k']))} GB, V size: ${gib(sizeOf(['v']))} GB` : `KV size: ${gib(capacity * kvBytesPerToken)} GB`) +
-        ` (f32; committed as it fills, up to ${gib(kvPool.maxLocs * kvPool.bytesPerToken)} GB: /get_server_info kv_cache_max_bytes, /metrics sglang:kv_cache_committed_bytes)`,
+        ` (the cap; kv_cache_dtype=${options.kvCacheDtype ?? 'auto'}: ${codecs}, ${kvBytesPerToken} bytes/token). ` +
+        `Committed now: ${kvPool.committedLocs} tokens = ${gib(kvPool.committedLocs * kvBytesPerToken)} GB; committed as it fills, up to ${gib(kvPool.maxLocs * kvPool.bytesPerToken)} GB ` +
+        `(/get_server_info kv_cache_max_bytes, /metrics sglang:kv_cache_committed_bytes)`,
     );
     logger.info(
       `max_total_num_tokens=${capacity}, chunked_prefill_size=${plan.chunkedPrefillSize ?? -1}, max_prefill_tokens=${maxPrefillTokens}, ` +

@@ -100,7 +100,7 @@ export interface EngineOptions {
   readonly tokenizerPath?: string;
   /** Override of the model's context length (--context-length). */
   readonly contextLength?: number | null;
-  /** --kv-cache-dtype; only 'auto' (stored f32 on CPU) is built. */
+  /** --kv-cache-dtype: auto (f32 on CPU), bf16 / bfloat16, fp8_e4m3, fp8_e5m2 (KV rows stored in that dtype). */
   readonly kvCacheDtype?: string;
   /** --mem-fraction-static (fraction of total memory for weights + KV pool); null = auto (executor/memory_plan.ts). */
   readonly memFractionStatic?: number | null;

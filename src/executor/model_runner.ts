@@ -1,13 +1,15 @@
 // ModelRunner: owns the model and its KV pool; runs one ForwardBatch and samples the rows that need a next token
 // (SGLang model_executor/model_runner.py + layers/sampler.py). Knows nothing of requests or queues.
 import { assert } from '../common/index.js';
+import type { KvCacheDtype } from '../common/index.js';
 import type { ForwardBatch, ForwardOutput } from '../layers/index.js';
 import type { KVPool, KVPoolLayout } from '../mem_cache/index.js';
 import { sampleRows, scoreRow, type RowSample, type RowSamplingInfo } from '../sampling/index.js';
 
 /** What the runner needs from a model (models/ CausalLM satisfies it; tests pass a fake). */
 export interface ForwardModel {
-  kvPoolLayout(): KVPoolLayout;
+  /** The KV pool this model writes, its buffers in the codec of `kvCacheDtype` (default 'auto': f32). */
+  kvPoolLayout(kvCacheDtype?: KvCacheDtype): KVPoolLayout;
   /** @returns logits [numLogitRows, vocabSize] f32 of batch.logitRows */
   forward(batch: ForwardBatch): ForwardOutput;
   /** Releases what the model holds beyond memory (TP: stops the rank threads). Optional; idempotent. */

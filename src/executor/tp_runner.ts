@@ -7,7 +7,7 @@
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { DistributedError, InvalidRequestError, ModelLoadError, SILENT_LOGGER, UnsupportedFeatureError } from '../common/index.js';
-import type { Logger } from '../common/index.js';
+import type { KvCacheDtype, Logger } from '../common/index.js';
 import { loadModelConfig, type KernelEnv } from '../config/index.js';
 import { abortCommunicator, abortLocalGroup, createLocalGroup, openGroup, type Communicator, type GlooGroupRef, type GroupRef } from '../distributed/index.js';
 import { createOps } from '../kernels/index.js';
@@ -32,6 +32,8 @@ export interface TpRankInit {
   readonly overrides: Record<string, unknown> | string;
   readonly threads: number;
   readonly kernelEnv?: KernelEnv;
+  /** --kv-cache-dtype of the KV pool every rank holds (default 'auto'). */
+  readonly kvCacheDtype?: KvCacheDtype;
   /** The world group (in-process, or Gloo across nodes: then `rank` is the global rank). */
   readonly world: GroupRef;
   readonly tp: GroupRef;
@@ -44,12 +46,12 @@ export interface TpRankInit {
  * @param allocKv KV storage allocator (Ops.allocateKvBuffer)
  * @throws whatever the forward throws (DistributedError when a peer failed); the caller aborts the groups
  */
-export function runRankLoop(model: ForwardModel, channel: StepChannel, allocKv?: (n: number) => Float32Array): void {
+export function runRankLoop(model: ForwardModel, channel: StepChannel, allocKv?: (n: number) => Float32Array, kvCacheDtype: KvCacheDtype = 'auto'): void {
   let pool: KVPool | null = null;
   for (;;) {
     const step = decodeStep(channel.receive());
     if (step.kind === 'shutdown') return;
-    pool ??= new KVPool(model.kvPoolLayout(), step.kvMaxLocs, Math.min(step.kvMaxLocs, 64), allocKv);
+    pool ??= new KVPool(model.kvPoolLayout(kvCacheDtype), step.kvMaxLocs, Math.min(step.kvMaxLocs, 64), allocKv);
     const batch = step.build(pool);
     let maxLoc = 0;
     for (let t = 0; t < batch.numTokens; t++) maxLoc = Math.max(maxLoc, batch.outCacheLoc[t]);
@@ -83,8 +85,8 @@ export class TpForwardModel implements ForwardModel {
     private readonly ranks: TpRanksControl,
   ) {}
 
-  kvPoolLayout(): KVPoolLayout {
-    return this.local.kvPoolLayout();
+  kvPoolLayout(kvCacheDtype?: KvCacheDtype): KVPoolLayout {
+    return this.local.kvPoolLayout(kvCacheDtype);
   }
 
   /**
@@ -128,6 +130,8 @@ export interface TpLaunchOptions {
   /** Compute threads per rank (default defaultThreadsPerRank(tpSize)). */
   readonly threadsPerRank?: number;
   readonly kernelEnv?: KernelEnv;
+  /** --kv-cache-dtype of every rank's KV pool (default 'auto'); rank 0's pool is the caller's (kvPoolLayout(dtype)). */
+  readonly kvCacheDtype?: KvCacheDtype;
   /** --dist-timeout in ms: how long a collective (and start-up) waits for a rank (default 30 minutes). */
   readonly timeoutMs?: number;
   readonly logger?: Logger;
@@ -195,7 +199,7 @@ export function launchTpRanks(o: TpLaunchOptions): TpLaunch {
   try {
     const ops = createOps({ threads, ...(o.kernelEnv ? { env: o.kernelEnv } : {}) });
     allocKv = (n) => ops.allocateKvBuffer(n);
-    const init = (rank: number): TpRankInit => ({ rank, tpSize: o.tpSize, epSize: o.epSize, modelPath: o.modelPath, overrides, threads, ...(o.kernelEnv ? { kernelEnv: o.kernelEnv } : {}), world, tp, board: board.handle });
+    const init = (rank: number): TpRankInit => ({ rank, tpSize: o.tpSize, epSize: o.epSize, modelPath: o.modelPath, overrides, threads, ...(o.kernelEnv ? { kernelEnv: o.kernelEnv } : {}), ...(o.kvCacheDtype ? { kvCacheDtype: o.kvCacheDtype } : {}), world, tp, board: board.handle });
     const config = loadModelConfig(o.modelPath, overrides);
     const definition = getModelDefinition(config);
     if (!definition.shardTensors) throw new UnsupportedFeatureError(`architecture ${config.architectures[0] ?? '?'} has no tensor-parallel layout (--tp-size ${o.tpSize})`);
@@ -269,7 +273,7 @@ export function runNodeRanks(o: TpLaunchOptions & { readonly nodes: TpNodes }): 
   return new Promise<void>((resolve, reject) => {
     let left = ranks.length;
     const workers = ranks.map((rank) => {
-      const init: TpRankInit = { rank, tpSize: o.tpSize, epSize: o.epSize, modelPath: o.modelPath, overrides, threads, ...(o.kernelEnv ? { kernelEnv: o.kernelEnv } : {}), world: nodes.world, tp: nodes.tp, board: board.handle };
+      const init: TpRankInit = { rank, tpSize: o.tpSize, epSize: o.epSize, modelPath: o.modelPath, overrides, threads, ...(o.kernelEnv ? { kernelEnv: o.kernelEnv } : {}), ...(o.kvCacheDtype ? { kvCacheDtype: o.kvCacheDtype } : {}), world: nodes.world, tp: nodes.tp, board: board.handle };
       const w = spawnRank(init, board, logger);
       w.on('exit', () => {
         if (board.stateOf(rank) === 'failed') {

@@ -22,7 +22,7 @@ if (init) {
     const loaded = loadModel(init.modelPath, { ops, overrides: init.overrides, parallel: parallelGroups(init.rank, init.tpSize, init.epSize, tp) });
     board.ready(init.rank, loaded.weightBytes);
     world.barrier();
-    runRankLoop(loaded.model, new CommStepChannel(world), (n) => ops.allocateKvBuffer(n));
+    runRankLoop(loaded.model, new CommStepChannel(world), (n) => ops.allocateKvBuffer(n), init.kvCacheDtype ?? 'auto');
     board.exited(init.rank);
   } catch (e) {
     const err = e as Error;

@@ -7,7 +7,9 @@
 // - Batch invariance: every op computes each row with a fixed reduction order that never depends on how many
 //   rows share the call or what they hold. A token's result is bit-identical alone or in any batch.
 // - Ops return a fresh output unless `out` is passed; in-place ops say so.
-import type { DType } from '../common/index.js';
+import type { DType, KvStore } from '../common/index.js';
+
+export type { KvStore };
 
 /** FP8 block-scale side data: `W[n,k] = fp8(code[n,k]) · scaleInv[floor(n/bn), floor(k/bk)]` (model-spec §1.2). */
 export interface BlockScale {
@@ -81,8 +83,10 @@ export interface AttentionBatch {
 }
 
 /**
- * Attention over a paged KV cache. Key of (loc, kvHead) = `kBuf[loc*kRowWidth + kOffset + kvHead*headDim ..+headDim]`,
- * value = `vBuf[loc*vRowWidth + vOffset + kvHead*vHeadDim ..+vHeadDim]`. Query head h uses kvHead
+ * Attention over a paged KV cache. Key of (loc, kvHead) = elements `kOffset + kvHead*headDim ..+headDim` of row `loc`
+ * of `kBuf`, value = elements `vOffset + kvHead*vHeadDim ..+vHeadDim` of row `loc` of `vBuf`. A Float32Array buffer
+ * holds rows of `kRowWidth` (`vRowWidth`) f32; a KvStore holds rows in its codec (--kv-cache-dtype: bf16, FP8 with a
+ * scale, FP8 with 128-block scales), which the kernels dequantize as they read (`kRowWidth` is then the store's width). Query head h uses kvHead
  * `floor(h / (numHeads/numKvHeads))` (GQA; numKvHeads = 1 is MQA, e.g. MLA-absorbed with K = [latent | rope]
  * and V = latent in the same buffer).
  */
@@ -95,10 +99,10 @@ export interface AttentionParams {
   readonly vHeadDim: number;
   /** Softmax scale (e.g. headDim^-0.5). */
   readonly scale: number;
-  readonly kBuf: Float32Array;
+  readonly kBuf: Float32Array | KvStore;
   readonly kRowWidth: number;
   readonly kOffset: number;
-  readonly vBuf: Float32Array;
+  readonly vBuf: Float32Array | KvStore;
   readonly vRowWidth: number;
   readonly vOffset: number;
 }
@@ -121,13 +125,16 @@ export interface GroupedMatmulLayout {
   readonly outGroupStride?: number;
 }
 
-/** DSA indexer geometry: the index key of loc l is `kBuf[l·kRowWidth .. +headDim]` (KVPool buffer 'index_k'). */
+/**
+ * DSA indexer geometry: the index key of loc l is elements 0..headDim of row l of `kBuf` (KVPool buffer 'index_k':
+ * f32 rows of kRowWidth, or a KvStore in its codec, SGLang's FP8 with a 128-block scale under an FP8/BF16 KV cache).
+ */
 export interface IndexerParams {
   readonly numHeads: number;
   readonly headDim: number;
   /** Keys kept per query row (index_topk). */
   readonly topK: number;
-  readonly kBuf: Float32Array;
+  readonly kBuf: Float32Array | KvStore;
   readonly kRowWidth: number;
 }
 

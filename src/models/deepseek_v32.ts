@@ -4,6 +4,7 @@
 // checkpoint tensor list are in deepseek_v32_config.ts.
 // Sources: model-spec.md §3; upstream python/sglang/srt/models/deepseek_v2.py, deepseek_nextn.py.
 import { InvalidRequestError, ModelLoadError } from '../common/index.js';
+import type { KvCacheDtype } from '../common/index.js';
 import type { ModelConfig } from '../config/index.js';
 import type { ExpertWeights, Ops, SparseKeys, Weight } from '../kernels/index.js';
 import {
@@ -132,8 +133,8 @@ export class DeepseekMtpLayer {
   ) {}
 
   /** The MTP layer's own KV pool: one layer with the same buffers as the target's. */
-  kvPoolLayout(): KVPoolLayout {
-    return deepseekKvPoolLayout(this.cfg, 1);
+  kvPoolLayout(kvCacheDtype: KvCacheDtype = 'auto'): KVPoolLayout {
+    return deepseekKvPoolLayout(this.cfg, 1, kvCacheDtype);
   }
 
   /**
@@ -181,8 +182,8 @@ export class DeepseekV32ForCausalLM implements CausalLM {
     readonly mtp: DeepseekMtpLayer | null,
   ) {}
 
-  kvPoolLayout(): KVPoolLayout {
-    return deepseekKvPoolLayout(this.deepseek, this.deepseek.numLayers);
+  kvPoolLayout(kvCacheDtype: KvCacheDtype = 'auto'): KVPoolLayout {
+    return deepseekKvPoolLayout(this.deepseek, this.deepseek.numLayers, kvCacheDtype);
   }
 
   /**

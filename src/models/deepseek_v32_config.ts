@@ -10,12 +10,13 @@
 // moe_layer_freq, num_nextn_predict_layers, tie_word_embeddings, and the Index Cache fields index_topk_pattern,
 // index_topk_freq, index_skip_topk_offset (usually set through --json-model-override-args).
 // Sources: model-spec.md §3; upstream python/sglang/srt/models/deepseek_v2.py, deepseek_nextn.py.
-import { ModelLoadError } from '../common/index.js';
+import { F32_CODEC, ModelLoadError, scalarKvCodec } from '../common/index.js';
+import type { KvCacheDtype, KvCodec } from '../common/index.js';
 import { configBool, configInt, configNumber, configString } from '../config/index.js';
 import type { ModelConfig } from '../config/index.js';
 import { INDEX_K_BUFFER, LATENT_KV_BUFFER } from '../layers/index.js';
 import type { GroupedTopKConfig, MlaDims, YarnScaling } from '../layers/index.js';
-import type { KVPoolLayout } from '../mem_cache/index.js';
+import type { KVBufferSpec, KVPoolLayout } from '../mem_cache/index.js';
 import type { TensorSpec } from './weights.js';
 
 /** The DeepSeek-V3/V3.2 hyper-parameters, validated. */
@@ -199,9 +200,18 @@ export function deepseekKvBytesPerTokenPerLayer(cfg: DeepseekConfig): number {
 }
 
 /** KV pool buffers of `numLayers` DeepSeek layers: 'kv' (latent) and, for V3.2, 'index_k'. */
-export function deepseekKvPoolLayout(cfg: DeepseekConfig, numLayers: number): KVPoolLayout {
-  const buffers = [{ name: LATENT_KV_BUFFER, width: cfg.mla.kvLoraRank + cfg.mla.qkRopeHeadDim }];
-  if (cfg.isDsa) buffers.push({ name: INDEX_K_BUFFER, width: cfg.indexHeadDim });
+export function deepseekKvPoolLayout(cfg: DeepseekConfig, numLayers: number, kvCacheDtype: KvCacheDtype = 'auto'): KVPoolLayout {
+  const r = cfg.mla.kvLoraRank;
+  // MLA latent [c_kv | k_rope]: SGLang's MLATokenToKVPool casts it to the KV dtype (no scale); a DSA model under
+  // fp8_e4m3 stores SGLang's fp8_ds_mla row instead (c_kv in e4m3 with a scale per 128, k_rope in bf16)
+  const latent: KvCodec = cfg.isDsa && kvCacheDtype === 'fp8_e4m3' && r % 8 === 0 ? { kind: 'fp8_block', fp8Dims: r } : scalarKvCodec(kvCacheDtype);
+  const buffers: KVBufferSpec[] = [{ name: LATENT_KV_BUFFER, width: r + cfg.mla.qkRopeHeadDim, codec: latent }];
+  // DSA indexer keys: SGLang keeps them in e4m3 with one scale per 128 (act_quant) whatever the KV dtype; with
+  // 'auto' (f32 on CPU) tsglang keeps them f32, as the golden oracle computes them
+  if (cfg.isDsa) {
+    const indexCodec: KvCodec = kvCacheDtype === 'auto' || cfg.indexHeadDim % 8 !== 0 ? F32_CODEC : { kind: 'fp8_block', fp8Dims: cfg.indexHeadDim };
+    buffers.push({ name: INDEX_K_BUFFER, width: cfg.indexHeadDim, codec: indexCodec });
+  }
   return { numLayers, buffers };
 }
 

@@ -55,6 +55,7 @@ export function loadModel(modelPath: string, options: LoadOptions): LoadedModel 
   const ckpt = Checkpoint.open(modelPath);
   try {
     const weights = loadWeights(ckpt, specs, config, options);
+    loadKvCacheScales(ckpt, config.numHiddenLayers, weights);
     const model = definition.create(config, weights, { ops: options.ops, parallel });
     return { model, config, definition, weightBytes: weights.bytesLoaded };
   } finally {
@@ -177,4 +178,31 @@ function scaleFor(ckpt: Checkpoint, spec: TensorSpec, config: ModelConfig, where
   if (!read) return undefined;
   const { bytes } = ckpt.read(sName);
   return { data: toF32(bytes, sInfo.dtype, numel(sInfo.shape)), shape: [want[0], want[1]], blockSize: [block[0], block[1]] };
+}
+
+/** Canonical names under which per-layer KV-cache scales are kept in the WeightStore (SGLang's `self_attn.attn.k_scale`). */
+export function kvScaleName(layer: number, which: 'k' | 'v'): string {
+  return `model.layers.${layer}.self_attn.attn.${which}_scale`;
+}
+
+/**
+ * Reads the FP8 KV-cache scales a checkpoint may hold, as SGLang's weight loaders remap them
+ * (model_loader/weight_utils.py maybe_remap_kv_scale_name): per layer `self_attn.{k,v}_scale`,
+ * `self_attn.{k,v}_proj.{k,v}_scale`, `self_attn.attn.{k,v}_scale`, or the older single `self_attn.kv_scale` (both).
+ * Each found scale is stored as a 1-element f32 weight under kvScaleName(); absent scales stay absent (1.0).
+ * @throws ModelLoadError for a scale tensor with more than one element or a non-positive / non-finite value
+ */
+export function loadKvCacheScales(ckpt: Checkpoint, numLayers: number, weights: WeightStore): void {
+  for (let l = 0; l < numLayers; l++) {
+    const p = `model.layers.${l}.self_attn.`;
+    for (const which of ['k', 'v'] as const) {
+      const name = [`${p}${which}_scale`, `${p}${which}_proj.${which}_scale`, `${p}attn.${which}_scale`, `${p}kv_scale`].find((n) => ckpt.has(n));
+      if (name === undefined) continue;
+      const { info, bytes } = ckpt.read(name);
+      const n = numel(info.shape);
+      const v = n === 1 ? toF32(bytes, info.dtype, 1)[0] : NaN;
+      if (!(v > 0) || !Number.isFinite(v)) throw new ModelLoadError(`${info.file}: KV cache scale '${name}' must be one positive finite value (shape [${info.shape.join(', ')}])`, { file: info.file, tensor: name });
+      weights.set(kvScaleName(l, which), { format: 'f32', shape: [1], data: Float32Array.of(v) });
+    }
+  }
 }

@@ -6,7 +6,8 @@
 // head_dim, rotary_dim (or partial_rotary_factor), rope_theta, rms_norm_eps, vocab_size, intermediate_size,
 // num_local_experts, num_experts_per_tok, scoring_func, use_routing_bias, use_qk_norm, qk_norm_type,
 // shared_intermediate_size, attn_type_list, routed_scaling_factor, tie_word_embeddings, quantization_config.
-import { InvalidRequestError, ModelLoadError } from '../common/index.js';
+import { InvalidRequestError, ModelLoadError, scalarKvCodec } from '../common/index.js';
+import type { KvCacheDtype } from '../common/index.js';
 import { configBool, configInt, configNumber, configString } from '../config/index.js';
 import type { ModelConfig } from '../config/index.js';
 import type { ExpertWeights, Ops } from '../kernels/index.js';
@@ -19,6 +20,7 @@ import type { KVPoolLayout } from '../mem_cache/index.js';
 import type { CausalLM, CreateModelOptions, ModelDefinition } from './model_base.js';
 import { miniMaxM2Shards } from './tp_shards.js';
 import type { StoredAs, TensorSpec, WeightStore } from './weights.js';
+import { kvScaleName } from './loader.js';
 
 /** The sizes and switches of a MiniMax-M2 config, validated. */
 export interface MiniMaxM2Dims {
@@ -262,6 +264,9 @@ export class MiniMaxM2ForCausalLM implements CausalLM {
   /** Intermediate activations of a forward (one forward at a time; never returned). */
   private readonly scratch = new ScratchBuffers();
 
+  /** Per-layer FP8 KV-cache scales (checkpoint k_scale / v_scale, else 1). */
+  private readonly kvScales: readonly { k: number; v: number }[];
+
   /**
    * @param weights every tensor of miniMaxM2Tensors(config), loaded
    * @param backend attention backend (default: CpuAttentionBackend over the same ops)
@@ -281,11 +286,18 @@ export class MiniMaxM2ForCausalLM implements CausalLM {
     this.lmHead = new ParallelLMHead(weights.get(d.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight'), ops, par, d.vocabSize);
     this.logitsProcessor = new LogitsProcessor(d.hiddenSize);
     this.backend = backend ?? new CpuAttentionBackend(ops);
+    const scale = (l: number, which: 'k' | 'v'): number => (weights.has(kvScaleName(l, which)) ? weights.f32(kvScaleName(l, which))[0] : 1);
+    this.kvScales = Array.from({ length: d.numLayers }, (_, l) => ({ k: scale(l, 'k'), v: scale(l, 'v') }));
   }
 
-  kvPoolLayout(): KVPoolLayout {
+  /**
+   * The KV pool: per layer 'k' and 'v' rows of this rank's KV heads × headDim, in the KV dtype's codec — FP8 / BF16
+   * with the layer's k_scale / v_scale from the checkpoint when present, else 1.0 (SGLang's RadixAttention k_scale / v_scale).
+   */
+  kvPoolLayout(kvCacheDtype: KvCacheDtype = 'auto'): KVPoolLayout {
     const width = kvHeadRange(this.dims.numKvHeads, this.parallel).count * this.dims.headDim; // this rank's KV heads
-    return { numLayers: this.dims.numLayers, buffers: [{ name: 'k', width }, { name: 'v', width }] };
+    const codecs = (which: 'k' | 'v') => this.kvScales.map((s) => scalarKvCodec(kvCacheDtype, s[which]));
+    return { numLayers: this.dims.numLayers, buffers: [{ name: 'k', width, codec: codecs('k') }, { name: 'v', width, codec: codecs('v') }] };
   }
 
   /**

@@ -1,5 +1,6 @@
 // The contract every model class implements (CausalLM) and how it is described to the registry, the loader
 // and tiny_weights (ModelDefinition). Knows no concrete model.
+import type { KvCacheDtype } from '../common/index.js';
 import type { ModelConfig } from '../config/index.js';
 import type { Ops } from '../kernels/index.js';
 import type { ForwardBatch, ForwardOutput, ParallelGroups } from '../layers/index.js';
@@ -14,7 +15,8 @@ import type { TensorSpec, WeightStore } from './weights.js';
 export interface CausalLM {
   readonly config: ModelConfig;
   /** KV pool buffers per layer this model reads and writes. */
-  kvPoolLayout(): KVPoolLayout;
+  /** The KV pool this model writes, its buffers in the codec of `kvCacheDtype` (default 'auto': f32). */
+  kvPoolLayout(kvCacheDtype?: KvCacheDtype): KVPoolLayout;
   /**
    * @throws InternalError on inconsistent batch geometry (a caller bug)
    */

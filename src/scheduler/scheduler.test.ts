@@ -367,7 +367,7 @@ test('a decode-only failure is pinned on its request by solo decode steps; the o
     [['long'], []],
   ]);
   assert.deepEqual(finals.get('long')!.finishReason, {
-    type: 'abort', message: 'The engine failed to run this request: Error: kernel fault', statusCode: 500,
+    type: 'abort', message: 'The engine failed to run this request: kernel fault', statusCode: 500,
   });
   // its first token (prefill) and its second (its re-run alone as an extend) were delivered
   assert.deepEqual(ids.get('long'), alone(long, SP).slice(0, 2));
@@ -388,7 +388,7 @@ test('a failure that recurs whenever requests share a step cannot be pinned: eac
   assert.deepEqual([...failures[0].retriedRids].sort(), ['x', 'y']);
   assert.deepEqual([...failures[1].failedRids].sort(), ['x', 'y']);
   for (const rid of ['x', 'y']) {
-    assert.deepEqual(finals.get(rid)!.finishReason, { type: 'abort', message: 'The engine failed to run this request: Error: batching bug', statusCode: 500 });
+    assert.deepEqual(finals.get(rid)!.finishReason, { type: 'abort', message: 'The engine failed to run this request: batching bug', statusCode: 500 });
     // each ran its prefill and one decode alone before they were batched again
     assert.equal(ids.get(rid)!.length, 2, rid);
   }

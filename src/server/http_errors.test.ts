@@ -15,7 +15,7 @@ test('error kinds map to SGLang status codes and the ErrorResponse body (param a
   assert.equal(toHttpError(new NotFoundError('nope')).status, 404);
   assert.equal(toHttpError(new OutOfKVCacheError('full')).status, 503);
   assert.equal(toHttpError(new InternalError('bug')).status, 500);
-  assert.deepEqual(toHttpError(new TypeError('x is undefined')).body, { object: 'error', message: 'TypeError: x is undefined', type: 'InternalServerError', param: null, code: 500 });
+  assert.deepEqual(toHttpError(new TypeError('x is undefined')).body, { object: 'error', message: 'x is undefined', type: 'InternalServerError', param: null, code: 500 });
   assert.deepEqual(toGenerateHttpError(new InvalidRequestError('Either text, input_ids or input_embeds should be provided.')),
     { status: 400, body: { error: { message: 'Either text, input_ids or input_embeds should be provided.' } } });
   assert.equal(invalidJsonError('Unexpected end').status, 400);

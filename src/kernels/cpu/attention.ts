@@ -1,12 +1,13 @@
 // Reference causal attention over the paged KV cache for a flat multi-request batch (extend, decode, mixed),
 // with optional sparse key selection (DSA). One query row at a time: batch invariant by construction.
-import { assert } from '../../common/index.js';
+import { assert, decodeKvRow, f32KvStore } from '../../common/index.js';
 import type { AttentionBatch, AttentionParams, SparseKeys } from '../ops.js';
 
 /**
  * softmax(q·kᵀ·scale) · v per query row and head, over the row's causal keys (sequence indices 0..prefix+j),
  * keys and values read through reqToToken → loc → pool row. Scores and the weighted sum accumulate in f64 in
- * ascending key index. (SGLang `layers/attention/torch_native_backend.py` semantics.)
+ * ascending key index. (SGLang `layers/attention/torch_native_backend.py` semantics.) Keys and values stored in a
+ * KvStore codec (bf16, FP8) are dequantized element by element as they are read (decodeKvRow), never copied out.
  * @param q [numTokens, numHeads, headDim] f32
  * @returns [numTokens, numHeads, vHeadDim] f32
  * @throws InternalError when heads do not divide or a row lies outside the batch geometry
@@ -21,6 +22,10 @@ export function attention(q: Float32Array, numTokens: number, p: AttentionParams
   const keyLocs = new Int32Array(maxKeys);
   const scores = new Float64Array(maxKeys);
   const acc = new Float64Array(vHeadDim);
+  const kStore = p.kBuf instanceof Float32Array ? f32KvStore(p.kBuf, p.kRowWidth) : p.kBuf;
+  const vStore = p.vBuf instanceof Float32Array ? f32KvStore(p.vBuf, p.vRowWidth) : p.vBuf;
+  const kRow = new Float32Array(headDim);
+  const vRow = new Float32Array(vHeadDim);
 
   for (let i = 0; i < batch.numReqs; i++) {
     const start = batch.extendStartLoc[i];
@@ -47,9 +52,9 @@ export function attention(q: Float32Array, numTokens: number, p: AttentionParams
         // 2. scores and their max
         let max = -Infinity;
         for (let s = 0; s < numKeys; s++) {
-          const kOff = keyLocs[s] * p.kRowWidth + kHeadOff;
+          decodeKvRow(kStore, keyLocs[s], kHeadOff, headDim, kRow);
           let d = 0;
-          for (let e = 0; e < headDim; e++) d += q[qOff + e] * p.kBuf[kOff + e];
+          for (let e = 0; e < headDim; e++) d += q[qOff + e] * kRow[e];
           const sc = d * scale;
           scores[s] = sc;
           if (sc > max) max = sc;
@@ -60,8 +65,8 @@ export function attention(q: Float32Array, numTokens: number, p: AttentionParams
         for (let s = 0; s < numKeys; s++) {
           const w = Math.exp(scores[s] - max);
           sum += w;
-          const vOff = keyLocs[s] * p.vRowWidth + vHeadOff;
-          for (let e = 0; e < vHeadDim; e++) acc[e] += w * p.vBuf[vOff + e];
+          decodeKvRow(vStore, keyLocs[s], vHeadOff, vHeadDim, vRow);
+          for (let e = 0; e < vHeadDim; e++) acc[e] += w * vRow[e];
         }
         const oOff = (t * numHeads + h) * vHeadDim;
         const inv = numKeys > 0 ? 1 / sum : 0;

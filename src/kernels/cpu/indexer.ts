@@ -3,7 +3,7 @@
 //
 // Formulas: model-spec.md §3.8.2–§3.8.3; upstream python/sglang/srt/layers/attention/nsa/nsa_indexer.py. Like the
 // float64 oracle of the fixtures we compute exact scores (no Hadamard rotation, no FP8 quantisation of q/k).
-import { assert } from '../../common/index.js';
+import { assert, decodeKvRow } from '../../common/index.js';
 import type { AttentionBatch, IndexerParams } from '../ops.js';
 
 /**
@@ -95,7 +95,9 @@ function kthLargest(a: Float32Array, k: number): number {
 /**
  * Indexer top-k of every row of a flat batch: row j of req i (sequence index last = extendPrefixLens[i]+j) keeps all
  * positions 0..last when last+1 ≤ topK, else the topK positions with the largest {@link indexScores} (keys read through
- * reqToToken → loc → `p.kBuf`), ascending; unused slots −1.
+ * reqToToken → loc → `p.kBuf`), ascending; unused slots −1. Keys in a KvStore codec (SGLang's FP8 index keys with a
+ * 128-block scale) are dequantized per request into a scratch copy of its key rows (the readable reference; the native
+ * kernel reads the FP8 rows in place).
  * @param q [numTokens, numHeads, headDim] f32 (read only for rows with more than topK keys; may be empty otherwise)
  * @param weights [numTokens, numHeads] f32 (likewise)
  * @returns [numTokens, topK] i32
@@ -111,11 +113,21 @@ export function indexerTopK(q: Float32Array, weights: Float32Array, numTokens: n
     const start = batch.extendStartLoc[i];
     assert(start + batch.extendSeqLens[i] <= numTokens, 'indexerTopK: req rows beyond numTokens');
     const tableRow = batch.reqPoolIndices[i] * batch.reqToTokenStride;
-    const keyLocs = batch.reqToToken.subarray(tableRow, tableRow + batch.extendPrefixLens[i] + batch.extendSeqLens[i]);
+    let keyLocs = batch.reqToToken.subarray(tableRow, tableRow + batch.extendPrefixLens[i] + batch.extendSeqLens[i]);
+    let kBuf: Float32Array;
+    let kRowWidth = p.kRowWidth;
+    if (p.kBuf instanceof Float32Array) kBuf = p.kBuf;
+    else {
+      const store = p.kBuf;
+      kBuf = new Float32Array(keyLocs.length * headDim);
+      for (let s = 0; s < keyLocs.length; s++) decodeKvRow(store, keyLocs[s], 0, headDim, kBuf.subarray(s * headDim, (s + 1) * headDim));
+      keyLocs = Int32Array.from(keyLocs, (_, s) => s);
+      kRowWidth = headDim;
+    }
     for (let j = 0; j < batch.extendSeqLens[i]; j++) {
       const t = start + j;
       const numKeys = batch.extendPrefixLens[i] + j + 1;
-      if (numKeys > topK) indexScores(q, t * numHeads * headDim, weights, t * numHeads, numHeads, headDim, p.kBuf, keyLocs, numKeys, scores, p.kRowWidth);
+      if (numKeys > topK) indexScores(q, t * numHeads * headDim, weights, t * numHeads, numHeads, headDim, kBuf, keyLocs, numKeys, scores, kRowWidth);
       selectTopKCausal(scores, numKeys, topK, out.subarray(t * topK, (t + 1) * topK));
     }
   }

@@ -28,13 +28,15 @@ export interface NativeAddon {
   topk(b: NativeHandle, x: Float32Array, rows: number, width: number, k: number, idx: Int32Array, val: Float32Array): void;
   attention(b: NativeHandle, q: Float32Array, numTokens: number, ints: Int32Array, scale: number, kBuf: Float32Array, vBuf: Float32Array,
     extendStartLoc: Int32Array, extendSeqLens: Int32Array, extendPrefixLens: Int32Array, reqPoolIndices: Int32Array,
-    reqToToken: Int32Array, sparse: Int32Array | null, out: Float32Array): void;
+    reqToToken: Int32Array, sparse: Int32Array | null, out: Float32Array,
+    /** [kKind, kRowFloats, kFp8Dims, vKind, vRowFloats, vFp8Dims] (common/kv_dtype.ts); kBuf / vBuf are the raw row storage */
+    kvInts: Int32Array, kvScales: Float32Array): void;
   /** ints = [groups, xRowStride, xGroupStride, outRowStride, outGroupStride]. */
   groupedMatmul(b: NativeHandle, x: Float32Array, m: number, w: NativeHandle, ints: Int32Array, out: Float32Array): void;
   /** ints = [numHeads, headDim, topK, kRowWidth, numReqs, reqToTokenStride]. */
   indexerTopK(b: NativeHandle, q: Float32Array, weights: Float32Array, numTokens: number, ints: Int32Array, kBuf: Float32Array,
     extendStartLoc: Int32Array, extendSeqLens: Int32Array, extendPrefixLens: Int32Array, reqPoolIndices: Int32Array,
-    reqToToken: Int32Array, out: Int32Array): void;
+    reqToToken: Int32Array, out: Int32Array, kvInts: Int32Array, kScale: number): void;
   fusedMoe(b: NativeHandle, x: Float32Array, numTokens: number, hidden: number, experts: readonly unknown[], topkIds: Int32Array,
     topkWeights: Float32Array, topK: number, out: Float32Array): void;
   measureFmaPeak(b: NativeHandle, seconds: number): number;

@@ -1,6 +1,7 @@
 // NativeOps: the Ops interface over the C++ addon (AVX2/FMA kernels, persistent thread pool). Weights stay in their
 // stored encoding (FP8 block-scaled, BF16, F16, F32) and are decoded in registers by the kernels.
-import { assert, numel } from '../../common/index.js';
+import { assert, f32KvStore, KV_KIND_ID, numel } from '../../common/index.js';
+import type { KvStore } from '../../common/index.js';
 import type { AttentionBatch, AttentionParams, ExpertWeights, GroupedMatmulLayout, IndexerParams, Ops, RopeParams, RopeTarget, SparseKeys, StoredTensor, TopKResult, Weight } from '../ops.js';
 import { storedToF32 } from '../cpu/quant.js';
 import type { NativeAddon, NativeHandle } from './native_addon.js';
@@ -38,6 +39,21 @@ function viewAs<T extends Uint16Array | Float32Array>(bytes: Uint8Array, ctor: {
  * bit-identical whatever the batch composition or thread count (in 'own' GEMM mode). Accumulation is f32 where the
  * reference uses f64 (matmul, attention): expect relative differences ~1e-6 vs the reference.
  */
+/** A KV buffer as the addon reads it: a plain f32 buffer of rows of `rowWidth`, or a KvStore in its codec. */
+function kvStoreOf(buf: Float32Array | KvStore, rowWidth: number): KvStore {
+  return buf instanceof Float32Array ? f32KvStore(buf, rowWidth) : buf;
+}
+
+/** [kind, rowFloats, fp8Dims] of a store (native/src/kv_codec.h KvLayout). */
+function kvLayoutInts(s: KvStore): [number, number, number] {
+  return [KV_KIND_ID[s.codec.kind], s.rowFloats, s.codec.kind === 'fp8_block' ? s.codec.fp8Dims : 0];
+}
+
+/** The scalar dequant multiplier of a store (1 for f32 and block-scaled codecs). */
+function kvScale(s: KvStore): number {
+  return s.codec.kind === 'bf16' || s.codec.kind === 'fp8_e4m3' || s.codec.kind === 'fp8_e5m2' ? s.codec.scale : 1;
+}
+
 export class NativeOps implements Ops {
   readonly name = 'native';
   readonly threads: number;
@@ -224,8 +240,12 @@ export class NativeOps implements Ops {
     if (numTokens === 0) return out;
     const ints = Int32Array.of(numHeads, numKvHeads, headDim, vHeadDim, p.kRowWidth, p.kOffset, p.vRowWidth, p.vOffset,
       batch.numReqs, batch.reqToTokenStride, sparse ? sparse.width : 0);
-    this.addon.attention(this.backend, q, numTokens, ints, p.scale, p.kBuf, p.vBuf, batch.extendStartLoc, batch.extendSeqLens,
-      batch.extendPrefixLens, batch.reqPoolIndices, batch.reqToToken, sparse ? sparse.indices : null, out);
+    const k = kvStoreOf(p.kBuf, p.kRowWidth);
+    const v = kvStoreOf(p.vBuf, p.vRowWidth);
+    assert(k.codec.kind === v.codec.kind, 'attention: K and V must share one KV codec');
+    this.addon.attention(this.backend, q, numTokens, ints, p.scale, k.raw, v.raw, batch.extendStartLoc, batch.extendSeqLens,
+      batch.extendPrefixLens, batch.reqPoolIndices, batch.reqToToken, sparse ? sparse.indices : null, out,
+      Int32Array.of(...kvLayoutInts(k), ...kvLayoutInts(v)), Float32Array.of(kvScale(k), kvScale(v)));
     return out;
   }
 
@@ -234,8 +254,9 @@ export class NativeOps implements Ops {
     const out = new Int32Array(numTokens * p.topK);
     if (numTokens === 0) return out;
     const ints = Int32Array.of(p.numHeads, p.headDim, p.topK, p.kRowWidth, batch.numReqs, batch.reqToTokenStride);
-    this.addon.indexerTopK(this.backend, q, weights, numTokens, ints, p.kBuf, batch.extendStartLoc, batch.extendSeqLens,
-      batch.extendPrefixLens, batch.reqPoolIndices, batch.reqToToken, out);
+    const k = kvStoreOf(p.kBuf, p.kRowWidth);
+    this.addon.indexerTopK(this.backend, q, weights, numTokens, ints, k.raw, batch.extendStartLoc, batch.extendSeqLens,
+      batch.extendPrefixLens, batch.reqPoolIndices, batch.reqToToken, out, Int32Array.of(...kvLayoutInts(k)), kvScale(k));
     return out;
   }
 

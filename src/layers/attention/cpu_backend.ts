@@ -6,7 +6,8 @@ import type { AttentionBackend, AttentionLayerSpec } from './backend.js';
 
 /**
  * Stores K into buffer 'k' (width numKvHeads·headDim) and V into 'v' (width numKvHeads·vHeadDim) of the layer,
- * one row per loc, then runs Ops.attention (SGLang `layers/attention/torch_native_backend.py` semantics).
+ * one row per loc, encoded in the pool's KV codec (--kv-cache-dtype: f32, bf16, FP8 × k_scale / v_scale), then runs
+ * Ops.attention over the stored rows (SGLang `layers/attention/torch_native_backend.py` semantics).
  */
 export class CpuAttentionBackend implements AttentionBackend {
   constructor(private readonly ops: Ops) {}
@@ -22,14 +23,10 @@ export class CpuAttentionBackend implements AttentionBackend {
     const kWidth = layer.numKvHeads * layer.headDim;
     const vWidth = layer.numKvHeads * layer.vHeadDim;
     assert(pool.width('k') === kWidth && pool.width('v') === vWidth, () => `CpuAttentionBackend: pool widths k=${pool.width('k')} v=${pool.width('v')}, layer needs ${kWidth}/${vWidth}`);
-    const kBuf = pool.buffer(layer.layerId, 'k');
-    const vBuf = pool.buffer(layer.layerId, 'v');
-    for (let t = 0; t < batch.numTokens; t++) {
-      const loc = batch.outCacheLoc[t];
-      assert(loc >= 0 && (loc + 1) * kWidth <= kBuf.length, () => `CpuAttentionBackend: loc ${loc} outside the pool`);
-      kBuf.set(k.subarray(t * kWidth, (t + 1) * kWidth), loc * kWidth);
-      vBuf.set(v.subarray(t * vWidth, (t + 1) * vWidth), loc * vWidth);
-    }
+    pool.write(layer.layerId, 'k', batch.outCacheLoc, batch.numTokens, k, kWidth);
+    pool.write(layer.layerId, 'v', batch.outCacheLoc, batch.numTokens, v, vWidth);
+    const kBuf = pool.store(layer.layerId, 'k');
+    const vBuf = pool.store(layer.layerId, 'v');
     return this.ops.attention(q, batch.numTokens, {
       numHeads: layer.numHeads,
       numKvHeads: layer.numKvHeads,

@@ -72,7 +72,8 @@ export class DsaIndexer {
    * @param positions [numTokens] i32 RoPE positions
    * @param outCacheLoc [numTokens] i32 loc each token's index key is written to
    * @param batch request geometry: row t of req i has sequence index extendPrefixLens[i]+j and sees keys 0..that index
-   * @param kvPool pool holding buffer 'index_k' ([locs, headDim] f32) for layer `kvLayer`
+   * @param kvPool pool holding buffer 'index_k' (one row of headDim per loc, in the pool's codec: f32, or SGLang's FP8
+   *   e4m3 with a 128-block scale under an FP8/BF16 KV cache) for layer `kvLayer`
    * @param onSelection optional observer of each row's selection (debugging, golden tests)
    * @returns [numTokens, topK] i32 selected sequence indices per row, ascending, −1 padded
    * @throws InternalError (from the pool) when the layer or buffer does not exist
@@ -87,8 +88,8 @@ export class DsaIndexer {
     const k = ops.matmul(hidden, numTokens, this.w.wk); // [T, headDim]
     ops.layerNorm(k, numTokens, headDim, this.w.kNormWeight, this.w.kNormBias, 1e-6, k);
     ops.rope(k, numTokens, positions, { numHeads: 1, headDim }, this.rope);
-    const indexK = kvPool.buffer(kvLayer, INDEX_K_BUFFER);
-    for (let t = 0; t < numTokens; t++) indexK.set(k.subarray(t * headDim, (t + 1) * headDim), outCacheLoc[t] * headDim);
+    kvPool.write(kvLayer, INDEX_K_BUFFER, outCacheLoc, numTokens, k, headDim);
+    const indexK = kvPool.store(kvLayer, INDEX_K_BUFFER);
     // 2. queries and head weights — only needed when some row has more causal keys than topK ("k-only" otherwise,
     //    as SGLang's indexer skips the logits when max_kv_len <= index_topk)
     let maxKeys = 0;

@@ -2,7 +2,8 @@
 // (MQA) form — query absorption and output un-absorption around `Ops.attention` with one KV head — and the expanded
 // (MHA) form for one query token over chosen keys. Both agree up to f32 rounding. Pure maths; the projections live in
 // the model.
-import { InternalError } from '../../common/index.js';
+import { decodeKvRow, InternalError } from '../../common/index.js';
+import type { KvStore } from '../../common/index.js';
 import { weightToF32 } from '../../kernels/index.js';
 import type { BlockScale, Ops, RopeParams, SparseKeys, StoredTensor, Weight } from '../../kernels/index.js';
 import type { ForwardBatch } from '../forward_batch.js';
@@ -386,12 +387,14 @@ export class MlaAttention {
     const kvA = ops.matmul(hidden, T, this.w.kvAProjWithMqa); // [T, r+dr]
     const cKv = ops.rmsNorm(kvA, T, r, this.w.kvALayernorm, eps, undefined, width); // [T, r]
     ops.rope(kvA, T, batch.positions, { numHeads: 1, headDim: width, offset: r }, this.opts.rope);
-    const latent = batch.kvPool.buffer(kvLayer, LATENT_KV_BUFFER);
+    //    (rows [c_kv | k_rope] encoded in the pool's codec: f32, bf16, FP8 × k_scale, or SGLang's fp8_ds_mla for DSA)
+    const rows = new Float32Array(T * width);
     for (let t = 0; t < T; t++) {
-      const o = batch.outCacheLoc[t] * width;
-      latent.set(cKv.subarray(t * r, (t + 1) * r), o);
-      latent.set(kvA.subarray(t * width + r, (t + 1) * width), o + r);
+      rows.set(cKv.subarray(t * r, (t + 1) * r), t * width);
+      rows.set(kvA.subarray(t * width + r, (t + 1) * width), t * width + r);
     }
+    batch.kvPool.write(kvLayer, LATENT_KV_BUFFER, batch.outCacheLoc, T, rows, width);
+    const latent = batch.kvPool.store(kvLayer, LATENT_KV_BUFFER);
     // 3. DSA: index keys cached, top-k key positions per row (or the previous layer's, Index Cache)
     let sparse: SparseKeys | undefined;
     if (this.indexer !== null) {
@@ -414,7 +417,7 @@ export class MlaAttention {
   }
 
   /** Weight-absorbed MQA over latent rows through Ops.attention. @returns [T, H, dv] */
-  private absorbedAttention(q: Float32Array, batch: ForwardBatch, latent: Float32Array, sparse: SparseKeys | undefined): Float32Array {
+  private absorbedAttention(q: Float32Array, batch: ForwardBatch, latent: KvStore, sparse: SparseKeys | undefined): Float32Array {
     const T = batch.numTokens;
     const { numHeads: H, qkRopeHeadDim: dr, kvLoraRank: r } = this.dims;
     const qMqa = mlaAbsorbQueryOps(this.ops, q, T, this.absorb, this.dims);
@@ -425,14 +428,20 @@ export class MlaAttention {
     return mlaAbsorbOutputOps(this.ops, latentOut, T, this.absorb, this.dims);
   }
 
-  /** Expanded MHA: keys/values of every visible position expanded through kv_b_proj. @returns [T, H, dv] */
-  private expandedAttention(q: Float32Array, batch: ForwardBatch, latent: Float32Array, sparse: SparseKeys | undefined): Float32Array {
+  /**
+   * Expanded MHA: keys/values of every visible position expanded through kv_b_proj (a cross-check form: the request's
+   * latent rows are dequantized into a scratch copy first). @returns [T, H, dv]
+   */
+  private expandedAttention(q: Float32Array, batch: ForwardBatch, store: KvStore, sparse: SparseKeys | undefined): Float32Array {
     const { numHeads: H, qkNopeHeadDim: dn, qkRopeHeadDim: dr, vHeadDim: dv } = this.dims;
     const out = new Float32Array(batch.numTokens * H * dv);
     for (let i = 0; i < batch.numReqs; i++) {
       const seqLen = batch.extendPrefixLens[i] + batch.extendSeqLens[i];
       const tableRow = batch.reqPoolIndices[i] * batch.reqToTokenStride;
-      const keyLocs = batch.reqToToken.subarray(tableRow, tableRow + seqLen);
+      const poolLocs = batch.reqToToken.subarray(tableRow, tableRow + seqLen);
+      const latent = new Float32Array(seqLen * store.width);
+      for (let s = 0; s < seqLen; s++) decodeKvRow(store, poolLocs[s], 0, store.width, latent.subarray(s * store.width, (s + 1) * store.width));
+      const keyLocs = Int32Array.from(poolLocs, (_, s) => s);
       const kv = new Float32Array(seqLen * H * (dn + dv));
       this.kvBF32 ??= weightToF32(this.w.kvBProj);
       mlaExpandKv(latent, keyLocs, seqLen, this.kvBF32, this.dims, kv);
