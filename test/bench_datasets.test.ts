@@ -7,6 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import {
+  DATA_URLS,
+  describeDownloadFailure,
   NumpyRandomState,
   PythonRandom,
   forEachJsonArrayElement,
@@ -101,7 +103,15 @@ test('sharegpt: prompt and completion lengths from the tokenizer, short rows pru
   const fixed = await getDataset({ ...BASE, datasetName: 'sharegpt', datasetPath: path, numPrompts: 3, sharegptOutputLen: 9, applyChatTemplate: true }, tok, { np: new NumpyRandomState(1), py: new PythonRandom(1) }, io());
   assert.deepEqual(fixed.map((r) => r.outputLen), [9, 9, 9]);
   assert.ok(fixed.every((r) => (r.prompt as string).startsWith('<user> ') && (r.prompt as string).endsWith(' <assistant>')));
-  await assert.rejects(getDataset({ ...BASE, datasetName: 'sharegpt' }, tok, { np: new NumpyRandomState(1), py: new PythonRandom(1) }, io()), /no ShareGPT file: give --dataset-path/);
+  await assert.rejects(getDataset({ ...BASE, datasetName: 'sharegpt' }, tok, { np: new NumpyRandomState(1), py: new PythonRandom(1) }, io()), /no ShareGPT file for --dataset-name sharegpt \(bench_serving's default\): the download failed\. Give --dataset-path .* or run offline with --dataset-name random/);
+  // offline (issue 14): the message says the network is unreachable and names --dataset-path and --dataset-name random
+  const offline = describeDownloadFailure(DATA_URLS.sharegpt, ['https://huggingface.co/x: getaddrinfo ENOTFOUND huggingface.co']);
+  assert.match(offline, /^the network is unreachable from this machine, so https:\/\/huggingface\.co\/.* could not be downloaded \(.*ENOTFOUND/);
+  assert.match(describeDownloadFailure('u', ['u: HTTP 404']), /^the download from u failed \(u: HTTP 404\)/);
+  const warned: string[] = [];
+  await assert.rejects(getDataset({ ...BASE, datasetName: 'sharegpt' }, tok, { np: new NumpyRandomState(1), py: new PythonRandom(1) }, { ...io(), fetchFailure: () => offline }), /: the network is unreachable from this machine.*--dataset-path.*--dataset-name random/);
+  await getDataset({ ...BASE, datasetName: 'random' }, tok, { np: new NumpyRandomState(1), py: new PythonRandom(1) }, { ...io(), warn: (l) => warned.push(l), fetchFailure: () => offline });
+  assert.match(warned.join('\n'), /No ShareGPT file for --dataset-name random: the network is unreachable .*random token ids/);
 });
 
 test('generated-shared-prefix: groups share a system prompt; lengths exact with range ratio 1', async () => {

@@ -49,6 +49,8 @@ export interface BenchServingEnv {
   progress(total: number): ProgressBar;
   /** Local path of the ShareGPT file, downloading it if possible; null offline. */
   fetchShareGpt(): Promise<string | null>;
+  /** Why the last fetchShareGpt() returned null (DatasetIo.fetchFailure). */
+  fetchFailure?(): string | null;
   /** HTTP headers every request carries (auth, --header). */
   headers: Record<string, string>;
   /** `SGLANG_IS_IN_CI` is true / 1 (flush the cache for sglang backends). */
@@ -140,7 +142,7 @@ export async function runBenchServing(args: BenchServingArgs, env: BenchServingE
   const modelId = args.servedModelName ?? model;
 
   // 2. Dataset.
-  const rows = await getDataset(args, tokenizer, { np, py }, { fetchShareGpt: env.fetchShareGpt, print: env.print, warn: env.warn });
+  const rows = await getDataset(args, tokenizer, { np, py }, { fetchShareGpt: env.fetchShareGpt, fetchFailure: env.fetchFailure, print: env.print, warn: env.warn });
   if (rows.length === 0) throw new InvalidRequestError('the dataset produced no prompts', 'dataset_name');
 
   const settings: RequestSettings = {

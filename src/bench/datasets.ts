@@ -58,6 +58,8 @@ export interface DatasetIo {
    * (offline). Called only when `--dataset-path` is empty or not a valid file.
    */
   fetchShareGpt(): Promise<string | null>;
+  /** Why the last fetchShareGpt() returned null, in words (e.g. describeDownloadFailure); optional. */
+  fetchFailure?(): string | null;
   /** Writes one line of console output (SGLang prints `#Input tokens: …` here). */
   print(line: string): void;
   /** Writes one warning line (stderr). */
@@ -130,7 +132,8 @@ async function sampleRandomRequests(
     const path = await resolveShareGptPath(opts.datasetPath, io);
     if (path === null) {
       io.warn(
-        'No ShareGPT file for --dataset-name random (give --dataset-path; the download failed): prompts are random token ids with the same length draws.',
+        `No ShareGPT file for --dataset-name random: ${io.fetchFailure?.() ?? 'the download failed'}. Prompts are random token ids with the same `
+          + 'length draws (give --dataset-path ShareGPT_V3_unfiltered_cleaned_split.json for ShareGPT text, as SGLang uses).',
       );
     } else {
       conversations = loadShareGptPairs(path);
@@ -185,7 +188,9 @@ async function sampleShareGptRequests(
   const path = await resolveShareGptPath(opts.datasetPath, io);
   if (path === null) {
     throw new InvalidRequestError(
-      'no ShareGPT file: give --dataset-path ShareGPT_V3_unfiltered_cleaned_split.json (download failed), or use --dataset-name random-ids',
+      `no ShareGPT file for --dataset-name sharegpt (bench_serving's default): ${io.fetchFailure?.() ?? 'the download failed'}. `
+        + 'Give --dataset-path with a local ShareGPT_V3_unfiltered_cleaned_split.json, or run offline with --dataset-name random '
+        + '(--random-input-len / --random-output-len; random token ids when no ShareGPT file is at hand)',
       'dataset_path',
     );
   }

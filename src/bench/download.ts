@@ -65,3 +65,18 @@ export async function downloadCached(
     return null;
   }
 }
+
+/** Error codes of a machine that cannot reach the network (DNS, routing, refused, silent). */
+const OFFLINE_CODES = /\b(ENOTFOUND|EAI_AGAIN|ENETUNREACH|EHOSTUNREACH|ECONNREFUSED|ECONNRESET|ETIMEDOUT|timed? ?out|socket hang up)\b/i;
+
+/**
+ * Why a download failed, in words for a user: "the network is unreachable from this machine (…)" when the reasons
+ * look like no connectivity (DNS failure, unreachable, refused, timeout), else "the download from URL failed (…)".
+ * @param why the reasons downloadCached reported
+ */
+export function describeDownloadFailure(url: string, why: readonly string[]): string {
+  const detail = why.length > 0 ? why.join('; ') : 'no reason given';
+  return OFFLINE_CODES.test(detail)
+    ? `the network is unreachable from this machine, so ${url} could not be downloaded (${detail})`
+    : `the download from ${url} failed (${detail})`;
+}

@@ -11,6 +11,7 @@ import {
   DATA_URLS,
   SYSTEM_CLOCK,
   dataCacheDir,
+  describeDownloadFailure,
   downloadCached,
   formatHelp,
   parseBenchServingArgs,
@@ -120,6 +121,7 @@ export async function run(argv: string[]): Promise<number> {
     process.stdout.write(formatHelp('tsglang bench-serving', 'Benchmark the online serving throughput (sglang.bench_serving).', BENCH_SERVING_FLAGS));
     return 0;
   }
+  const why: string[] = [];
   try {
     await runBenchServing(args, {
       clock: SYSTEM_CLOCK,
@@ -131,7 +133,11 @@ export async function run(argv: string[]): Promise<number> {
       warn: (line) => process.stderr.write(line + '\n'),
       progress: progressBar,
       // A failed download is reported by the dataset in one line (it falls back to random ids for `random`).
-      fetchShareGpt: () => downloadCached(DATA_URLS.sharegpt, join(dataCacheDir(readServerEnv().cacheDir), 'ShareGPT_V3_unfiltered_cleaned_split.json'), 10_000),
+      fetchShareGpt: () => {
+        why.length = 0;
+        return downloadCached(DATA_URLS.sharegpt, join(dataCacheDir(readServerEnv().cacheDir), 'ShareGPT_V3_unfiltered_cleaned_split.json'), 10_000, (w) => why.push(w));
+      },
+      fetchFailure: () => describeDownloadFailure(DATA_URLS.sharegpt, why),
       headers: requestHeaders(process.env, args.header),
       isInCi: ['true', '1'].includes((process.env.SGLANG_IS_IN_CI ?? 'false').toLowerCase()),
       today: new Date(),

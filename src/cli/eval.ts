@@ -12,6 +12,7 @@ import {
   DATA_URLS,
   SYSTEM_CLOCK,
   dataCacheDir,
+  describeDownloadFailure,
   downloadCached,
   fetchJsonOrNull,
   formatHelp,
@@ -108,7 +109,7 @@ async function dataFile(path: string | null, url: string, cacheName: string, wha
   const got = await downloadCached(url, join(dataCacheDir(readServerEnv().cacheDir), cacheName), 10_000, (w) => why.push(w));
   if (got) return got;
   throw new InvalidRequestError(
-    `${what} not found: ${path ? `${path} does not exist and ` : ''}the download from ${url} failed (${why.join('; ')}). Give ${flag} pointing to ${cacheName}.`,
+    `${what} not found: ${path ? `${path} does not exist and ` : ''}${describeDownloadFailure(url, why)}. Give ${flag} pointing to a local ${cacheName} (from ${url}).`,
     flag,
   );
 }
@@ -179,7 +180,7 @@ async function mmluDataDir(dir: string): Promise<string> {
     why.push('could not untar data.tar');
   }
   throw new InvalidRequestError(
-    `MMLU data not found: ${dir}/test is missing and the download from ${DATA_URLS.mmluTar} failed (${why.join('; ')}). Give --data_dir DIR with dev/<subject>_dev.csv and test/<subject>_test.csv (Hendrycks data.tar, untarred).`,
+    `MMLU data not found: ${dir}/test is missing and ${describeDownloadFailure(DATA_URLS.mmluTar, why)}. Give --data_dir DIR with dev/<subject>_dev.csv and test/<subject>_test.csv (Hendrycks data.tar, untarred).`,
     'data_dir',
   );
 }

@@ -135,6 +135,7 @@ export async function run(argv: string[]): Promise<number> {
       logger: logger.child('[http]'),
       version: SGLANG_COMPAT_VERSION,
       tsglangVersion: tsglangVersion(),
+      profilerDir: env.profilerDir,
     });
     const port = await server.listen(args.host, args.port);
     logger.info(`Started server process [${process.pid}]`);

@@ -546,6 +546,8 @@ export interface ServerEnv extends KernelEnv {
    * (default index_topk). See dsaDenseThresholdNotice.
    */
   readonly dsaPrefillDenseAttnKvLenThreshold: number | null;
+  /** $SGLANG_TORCH_PROFILER_DIR, else /tmp: where /start_profile writes (SGLang's default). */
+  readonly profilerDir: string;
   /** The GPU_ENV_VARS that are set (name, value), for gpuKnobsNotice. */
   readonly gpuEnv: ReadonlyArray<readonly [string, string]>;
 }
@@ -580,6 +582,7 @@ export function readServerEnv(env: NodeJS.ProcessEnv = process.env): ServerEnv {
     cacheDir: env.TSGLANG_CACHE_DIR || `${home}/.cache/tsglang`,
     tokenizeTimeoutMs: Number.isFinite(timeoutS) && timeoutS > 0 ? timeoutS * 1000 : null,
     dsaPrefillDenseAttnKvLenThreshold: Number.isInteger(denseN) && denseN >= 0 ? denseN : null,
+    profilerDir: env.SGLANG_TORCH_PROFILER_DIR || '/tmp',
     gpuEnv: GPU_ENV_VARS.filter((k) => env[k] !== undefined).map((k) => [k, env[k] as string] as const),
     ...readKernelEnv(env),
   };

@@ -24,7 +24,7 @@ import type { CoreOutput, FromCoreMsg } from './messages.js';
 import { TokenizerManager, type PreparedRequest } from './tokenizer_manager.js';
 import { TokenizerWorker } from './tokenizer_worker.js';
 import { InProcessTransport, WorkerTransport, type CoreTransport } from './transport.js';
-import type { EngineApi, EngineInfo, EngineLoad, EngineOptions, GenerateOutput, GenerateRequest } from './types.js';
+import type { EngineApi, EngineInfo, EngineLoad, EngineOptions, GenerateOutput, GenerateRequest, ProfileReply, ProfileRequest } from './types.js';
 
 interface ChoiceState {
   readonly userRid: string;
@@ -81,7 +81,7 @@ export class Engine implements EngineApi {
   private readonly tm: TokenizerManager;
   private readonly choices = new Map<string, ChoiceState>();
   private readonly groups = new Map<string, RequestGroup>();
-  private readonly replies = new Map<number, Deferred<boolean | EngineLoad>>();
+  private readonly replies = new Map<number, Deferred<boolean | EngineLoad | ProfileReply>>();
   /** n > 1 prefix warm-up requests in flight. */
   private readonly warmups = new Map<string, Deferred<void>>();
   /** Requests being tokenized or prefilled for n > 1 (their rid is taken). */
@@ -316,13 +316,25 @@ export class Engine implements EngineApi {
     this.transport.send({ type: 'abort_all' });
   }
 
-  private request(type: 'flush' | 'load'): Promise<boolean | EngineLoad> {
+  private request(type: 'flush' | 'load' | 'stop_profile', req?: undefined): Promise<boolean | EngineLoad | ProfileReply>;
+  private request(type: 'start_profile', req: ProfileRequest): Promise<boolean | EngineLoad | ProfileReply>;
+  private request(type: 'flush' | 'load' | 'start_profile' | 'stop_profile', req?: ProfileRequest): Promise<boolean | EngineLoad | ProfileReply> {
     if (this.dead) return Promise.reject(new InternalError(`engine is down: ${this.dead.message}`));
     const id = this.nextReplyId++;
-    const d = new Deferred<boolean | EngineLoad>();
+    const d = new Deferred<boolean | EngineLoad | ProfileReply>();
     this.replies.set(id, d);
-    this.transport.send({ type, id });
+    this.transport.send(type === 'start_profile' ? { type, id, req: req! } : { type, id });
     return d.promise;
+  }
+
+  /** /start_profile: profiles the engine core thread (engine/profiler.ts). */
+  async startProfile(req: ProfileRequest): Promise<ProfileReply> {
+    return (await this.request('start_profile', req)) as ProfileReply;
+  }
+
+  /** /stop_profile: stops the profile and writes its files. */
+  async stopProfile(): Promise<ProfileReply> {
+    return (await this.request('stop_profile')) as ProfileReply;
   }
 
   async flushCache(): Promise<boolean> {

@@ -17,6 +17,7 @@ import { loadTokenizer, type Tokenizer } from '../tokenizer/index.js';
 import { DetokenizerManager } from './detokenizer_manager.js';
 import type { FromCoreMsg, ToCoreMsg } from './messages.js';
 import type { EngineInfo, EngineLoad, EngineOptions } from './types.js';
+import { CoreProfiler } from './profiler.js';
 
 /**
  * Sampling defaults from the checkpoint's generation_config.json (SGLang --sampling-defaults model): temperature,
@@ -125,6 +126,8 @@ export class EngineCore {
   numSteps = 0;
   /** Wall time, ms, in detokenization (incl. stop-string finishes) and in handing outputs to the transport (statistics). */
   detokTimeMs = 0;
+  /** /start_profile / /stop_profile of this core thread. */
+  private readonly profiler = new CoreProfiler();
   emitTimeMs = 0;
   private numDecodeSteps = 0;
   private lastRatio = 0;
@@ -301,6 +304,12 @@ export class EngineCore {
       case 'load':
         this.send({ type: 'reply', id: msg.id, value: this.load() });
         return;
+      case 'start_profile':
+        void this.profiler.start(msg.req).then((value) => this.send({ type: 'reply', id: msg.id, value }));
+        return;
+      case 'stop_profile':
+        void this.profiler.stop().then((value) => this.send({ type: 'reply', id: msg.id, value }));
+        return;
       case 'shutdown':
         this.scheduler.abortAll();
         this.runOneStep();
@@ -403,6 +412,7 @@ export class EngineCore {
       this.numSteps++;
       this.tp.windowTokens += st.numDecodeReqs;
       this.logStep(st, t1);
+      this.profiler.onStep(st, t0, tDetok - t0, t1 - tDetok);
     }
     if (outputs.length > 0) {
       this.send({ type: 'outputs', outputs });

@@ -2,7 +2,7 @@
 // Engine and its tokenizer worker. Plain, structured-clonable data discriminated by `type`; no class instances
 // cross the boundary.
 import type { ReqTokenOutput, TokenizedReq } from '../scheduler/index.js';
-import type { EngineInfo, EngineLoad } from './types.js';
+import type { EngineInfo, EngineLoad, ProfileReply, ProfileRequest } from './types.js';
 
 /** Detokenizer options of one request (from its sampling params). */
 export interface DetokOptions {
@@ -18,6 +18,8 @@ export type ToCoreMsg =
   | { readonly type: 'abort_all' }
   | { readonly type: 'flush'; readonly id: number }
   | { readonly type: 'load'; readonly id: number }
+  | { readonly type: 'start_profile'; readonly id: number; readonly req: ProfileRequest }
+  | { readonly type: 'stop_profile'; readonly id: number }
   | { readonly type: 'shutdown' };
 
 /**
@@ -35,7 +37,7 @@ export type FromCoreMsg =
   | { readonly type: 'init_error'; readonly message: string; readonly kind: string }
   | { readonly type: 'outputs'; readonly outputs: CoreOutput[] }
   | { readonly type: 'req_error'; readonly rid: string; readonly message: string; readonly kind: string; readonly param: string | null }
-  | { readonly type: 'reply'; readonly id: number; readonly value: boolean | EngineLoad };
+  | { readonly type: 'reply'; readonly id: number; readonly value: boolean | EngineLoad | ProfileReply };
 
 /** What the tokenizer worker (engine/tokenizer_worker_main.ts) starts from. */
 export interface TokenizerWorkerData {

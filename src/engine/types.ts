@@ -8,6 +8,9 @@ import type { KernelEnv } from '../config/index.js';
 import type { TpNodes } from '../executor/index.js';
 import type { SamplingParamsInput } from '../sampling/index.js';
 import type { FinishReasonData, SchedulePolicy } from '../scheduler/index.js';
+import type { ProfileReply, ProfileRequest } from './profiler.js';
+
+export type { ProfileReply, ProfileRequest };
 
 export type { SamplingParamsInput, SchedulePolicy };
 
@@ -243,6 +246,10 @@ export interface EngineApi {
   flushCache(): Promise<boolean>;
   /** Live load statistics. */
   getLoad(): Promise<EngineLoad>;
+  /** /start_profile: CPU profile + step timings of the engine core (engine/profiler.ts); absent on fakes. */
+  startProfile?(req: ProfileRequest): Promise<ProfileReply>;
+  /** /stop_profile: stops the profile and writes its files. */
+  stopProfile?(): Promise<ProfileReply>;
   /** Aborts everything and stops the worker. */
   shutdown(): Promise<void>;
 }

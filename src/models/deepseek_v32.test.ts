@@ -12,8 +12,12 @@ test('tiny presets: V3.2 has the indexer and index_k buffer, V3 has neither', ()
   const v3 = parseDeepseekConfig(tinyV3());
   assert.equal(v32.isDsa, true);
   assert.equal(v3.isDsa, false);
-  assert.deepEqual(deepseekKvPoolLayout(v32, 3).buffers, [{ name: 'kv', width: 64 + 16 }, { name: 'index_k', width: 64 }]);
-  assert.deepEqual(deepseekKvPoolLayout(v3, 3).buffers, [{ name: 'kv', width: 80 }]);
+  const f32 = { kind: 'f32' };
+  assert.deepEqual(deepseekKvPoolLayout(v32, 3).buffers, [{ name: 'kv', width: 64 + 16, codec: f32 }, { name: 'index_k', width: 64, codec: f32 }]);
+  assert.deepEqual(deepseekKvPoolLayout(v3, 3).buffers, [{ name: 'kv', width: 80, codec: f32 }]);
+  // --kv-cache-dtype fp8_e4m3: SGLang's fp8_ds_mla latent and FP8 index keys for DSA; plain e4m3 latent for V3
+  assert.deepEqual(deepseekKvPoolLayout(v32, 3, 'fp8_e4m3').buffers, [{ name: 'kv', width: 80, codec: { kind: 'fp8_block', fp8Dims: 64 } }, { name: 'index_k', width: 64, codec: { kind: 'fp8_block', fp8Dims: 64 } }]);
+  assert.deepEqual(deepseekKvPoolLayout(v3, 3, 'fp8_e4m3').buffers, [{ name: 'kv', width: 80, codec: { kind: 'fp8_e4m3', scale: 1 } }]);
   assert.ok(deepseekExpectedTensors(tinyV32()).some((t) => t.name === 'model.layers.0.self_attn.indexer.wq_b.weight'));
   assert.ok(!deepseekExpectedTensors(tinyV3()).some((t) => t.name.includes('indexer')));
   assert.throws(() => DEEPSEEK_V3_DEFINITION.tinyConfig('huge'), { name: 'InvalidRequestError' });

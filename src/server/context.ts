@@ -33,6 +33,8 @@ export interface ServerDeps {
   readonly version: string;
   /** tsglang's own version (package.json), reported beside it as `tsglang_version`. */
   readonly tsglangVersion?: string;
+  /** Default output dir of /start_profile ($SGLANG_TORCH_PROFILER_DIR, else /tmp, as SGLang). */
+  readonly profilerDir?: string;
   /** Largest request body accepted, bytes (default http_server.ts MAX_BODY_BYTES, ~512 MiB); larger → 413. */
   readonly maxBodyBytes?: number;
 }

@@ -19,6 +19,7 @@ import {
 } from './http_errors.js';
 import { WEIGHT_VERSION, newRid, nowSeconds } from './request_utils.js';
 import { withRequestLogging } from './request_logger.js';
+import { handleStartProfile, handleStopProfile } from './serving_profile.js';
 
 /**
  * uvicorn's access log line, at info level once the response is complete (or the connection closed):
@@ -354,6 +355,8 @@ const ROUTES: Record<string, Route> = {
       ex.sendText(200, await m.render(), 'text/plain; version=0.0.4; charset=utf-8');
     },
   },
+  '/start_profile': { methods: ['GET', 'POST'], json: true, optionalBody: true, handle: (s, ex, body) => handleStartProfile(s.depsForRoutes, ex, body) },
+  '/stop_profile': { methods: ['GET', 'POST'], json: true, optionalBody: true, handle: (s, ex) => handleStopProfile(s.depsForRoutes, ex) },
   '/v1/tokenize': { methods: ['POST'], json: true, handle: (s, ex, body) => handleTokenize(s.depsForRoutes, ex, body) },
   '/tokenize': { methods: ['POST'], json: true, handle: (s, ex, body) => handleTokenize(s.depsForRoutes, ex, body) },
   '/v1/detokenize': { methods: ['POST'], json: true, handle: (s, ex, body) => handleDetokenize(s.depsForRoutes, ex, body) },
