@@ -89,7 +89,7 @@ test('flags whose feature is not built stop start-up with a message saying so', 
 });
 
 test('--tp / --ep are accepted (ranks are threads); ep_size must divide tp_size; more ranks than cores get a notice', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'tsglang-args-'));
+  const dir = checkpointDir();
   const check = (argv: string[]) => {
     const p = parseServerArgs(['--model-path', dir, ...argv]);
     return validateServerArgs(p.args, p.given, 2);
@@ -164,7 +164,7 @@ test('every problem of a command line is reported in one message (issue 14: one 
   const dir = checkpointDir();
   const { parsed, problems } = parseServerArgsCollecting([
     '--model-path', dir, '--no-such-flag', '1', '--port', 'abc', '--attention-backend', 'nope', '--also-unknown',
-    '--tp', '4', '--pp-size', '2', '--page-size', '0', '--speculative-algorithm', 'EAGLE',
+    '--dp', '2', '--pp-size', '2', '--page-size', '0', '--speculative-algorithm', 'EAGLE',
   ]);
   const check = checkServerArgs(parsed.args, parsed.given, 2);
   const all = [...problems, ...check.problems].map((p) => p.message);
@@ -174,13 +174,13 @@ test('every problem of a command line is reported in one message (issue 14: one 
     "argument --attention-backend: invalid choice: 'nope' (choose from 'triton', 'torch_native', 'flex_attention', 'dsa', 'nsa', 'dsv4', 'compressed', 'cutlass_mla', 'fa3', 'fa4', 'flashinfer', 'flashmla', 'trtllm_mla', 'cutedsl_mla', 'tokenspeed_mla', 'trtllm_mha', 'dual_chunk_flash_attn', 'aiter', 'wave', 'intel_amx', 'ascend', 'intel_xpu')",
   ]);
   assert.ok(all.includes('argument --page-size: must be ≥ 1, got 0'));
-  for (const re of [/tensor parallelism \(--tp-size 4/, /pipeline parallelism/, /speculative decoding/]) assert.ok(all.some((m) => re.test(m)), `${re}`);
+  for (const re of [/data parallelism \(--dp-size 2/, /pipeline parallelism/, /speculative decoding/]) assert.ok(all.some((m) => re.test(m)), `${re}`);
   // the throwing API lists them all too
   assert.throws(() => parseServerArgs(['--a-b-c', '--port', 'x']), (e: unknown) => e instanceof InvalidRequestError
     && /2 problems with the flags/.test(e.message) && /unrecognized arguments: --a-b-c/.test(e.message) && /--port: invalid int value/.test(e.message));
-  const p = parseServerArgs(['--model-path', dir, '--tp', '2', '--pp-size', '2']);
+  const p = parseServerArgs(['--model-path', dir, '--dp', '2', '--pp-size', '2']);
   assert.throws(() => validateServerArgs(p.args, p.given), (e: unknown) => e instanceof UnsupportedFeatureError
-    && /tensor parallelism/.test(e.message) && /pipeline parallelism/.test(e.message));
+    && /data parallelism/.test(e.message) && /pipeline parallelism/.test(e.message));
 });
 
 test('GPU-only knobs: SGLang choices validated, all summarised in one warning line with the CPU replacement', () => {
