@@ -19,6 +19,7 @@ const LAYERS: Record<string, { level: number; only?: string[] }> = {
   kernels: { level: 2 },
   distributed: { level: 2 },
   mem_cache: { level: 2 },
+  constrained: { level: 2, only: ['common'] },
   layers: { level: 3, only: ['common', 'config', 'kernels', 'distributed', 'mem_cache', 'sampling'] },
   models: { level: 4 },
   executor: { level: 5 },

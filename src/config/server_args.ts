@@ -18,6 +18,8 @@ export interface ServerArgs {
   chatTemplate: string | null;
   toolCallParser: string | null;
   reasoningParser: string | null;
+  grammarBackend: string;
+  constrainedJsonDisableAnyWhitespace: boolean;
   trustRemoteCode: boolean;
   revision: string | null;
   dtype: string;
@@ -130,6 +132,8 @@ export const SERVER_FLAGS: readonly FlagSpec[] = [
   { name: 'chat-template', key: 'chatTemplate', type: 'str', default: null, metavar: 'FILE', help: 'Jinja chat template file overriding the tokenizer\'s' },
   { name: 'tool-call-parser', key: 'toolCallParser', type: 'str', default: null, help: 'tool-call parser' },
   { name: 'reasoning-parser', key: 'reasoningParser', type: 'str', default: null, help: 'reasoning parser' },
+  { name: 'grammar-backend', key: 'grammarBackend', type: 'str', default: 'xgrammar', choices: ['xgrammar', 'outlines', 'llguidance', 'none'], help: 'grammar backend for constrained decoding (xgrammar or none are built)' },
+  { name: 'constrained-json-disable-any-whitespace', key: 'constrainedJsonDisableAnyWhitespace', type: 'bool', default: false, help: 'JSON-schema grammars allow no free whitespace (compact separators)' },
   { name: 'trust-remote-code', key: 'trustRemoteCode', type: 'bool', default: false, help: 'accepted for compatibility (tsglang never runs model code from a checkpoint)' },
   { name: 'revision', key: 'revision', type: 'str', default: null, help: 'accepted for compatibility (local directories have no revisions)' },
   { name: 'dtype', key: 'dtype', type: 'str', default: 'auto', choices: ['auto', 'half', 'float16', 'bfloat16', 'float', 'float32'], help: 'activation dtype; the CPU engine computes in float32 for every choice' },
@@ -437,6 +441,7 @@ const NOT_BUILT_RULES: readonly NotBuiltRule[] = [
   (a) => (a.disaggregationMode !== 'null' ? `prefill/decode disaggregation (--disaggregation-mode ${a.disaggregationMode})` : null),
   (a) => (a.kvCacheDtype === 'fp4_e2m1' ? `KV cache dtype '${a.kvCacheDtype}' (--kv-cache-dtype; auto = f32, bf16, fp8_e4m3 and fp8_e5m2 are built)` : null),
   (a) => (a.quantization !== null && a.quantization !== 'fp8' ? `quantization '${a.quantization}' (--quantization; FP8 block-scaled checkpoints are built)` : null),
+  (a) => (a.grammarBackend !== 'xgrammar' && a.grammarBackend !== 'none' ? `grammar backend '${a.grammarBackend}' (--grammar-backend; xgrammar and none are built)` : null),
   (a) => (a.schedulePolicy !== 'fcfs' && a.schedulePolicy !== 'lpm' ? `schedule policy '${a.schedulePolicy}' (fcfs and lpm are built)` : null),
 ];
 

@@ -54,6 +54,9 @@ export interface EngineSlice {
   /** --dist-timeout, seconds (null = the default 30 minutes). */
   readonly distTimeout: number | null;
   readonly logLevel: string;
+  /** --grammar-backend (xgrammar | none). */
+  readonly grammarBackend: string;
+  readonly constrainedJsonDisableAnyWhitespace: boolean;
 }
 
 /**
@@ -113,5 +116,7 @@ export function engineSlice(a: Readonly<ServerArgs>, modelPath: string): EngineS
     epSize: a.epSize,
     distTimeout: a.distTimeout,
     logLevel: a.logLevel,
+    grammarBackend: a.grammarBackend,
+    constrainedJsonDisableAnyWhitespace: a.constrainedJsonDisableAnyWhitespace,
   });
 }

@@ -14,6 +14,7 @@ import { createOps, loadNativeAddon, type NativeAddon, type NativeHandle } from 
 import { setSamplerKernels } from '../sampling/index.js';
 import { loadModel, type LoadedModel } from '../models/index.js';
 import { loadTokenizer, type Tokenizer } from '../tokenizer/index.js';
+import { GrammarClient } from '../constrained/index.js';
 import { DetokenizerManager } from './detokenizer_manager.js';
 import type { FromCoreMsg, ToCoreMsg } from './messages.js';
 import type { EngineInfo, EngineLoad, EngineOptions } from './types.js';
@@ -210,6 +211,20 @@ export class EngineCore {
     const rowLen = Math.min(contextLength, capacity) + pageSize;
     const reqToTokenPool = new ReqToTokenPool(plan.reqToTokenPoolSize + 1, rowLen);
     const runner = new ModelRunner(cm.model, kvPool, cm.vocabSize);
+    // SGLang: no grammar backend with --grammar-backend none or --skip-tokenizer-init.
+    const wake: { core: EngineCore | null } = { core: null };
+    const grammar =
+      (options.grammarBackend ?? 'xgrammar') === 'xgrammar' && tokenizer
+        ? new GrammarClient({
+          tokenizerPath,
+          vocabSize: cm.vocabSize,
+          eosTokenIds: cm.eosTokenIds,
+          thinkEndId: tokenizer.tokenToId('</think>') ?? null,
+          onWake: () => wake.core?.kick(),
+          anyWhitespace: !(options.constrainedJsonDisableAnyWhitespace ?? false),
+          logger,
+        })
+        : null;
     const scheduler = new Scheduler(
       {
         pageSize,
@@ -226,6 +241,7 @@ export class EngineCore {
       },
       runner,
       new CacheManager(reqToTokenPool, allocator, cache),
+      grammar,
     );
     const gib = (b: number): string => (b / 1024 ** 3).toFixed(2);
     // SGLang's start-up lines (memory_pool.py / scheduler.py), with CPU RAM in place of GPU memory.
@@ -262,11 +278,17 @@ export class EngineCore {
       defaultSamplingParams: readGenerationDefaults(options.modelPath),
       kvCacheMaxBytes: kvPool.maxLocs * kvPool.bytesPerToken,
     };
-    return new EngineCore(info, scheduler, tokenizer, options.streamInterval ?? 1, send, logger);
+    const core = new EngineCore(info, scheduler, tokenizer, options.streamInterval ?? 1, send, logger, grammar);
+    wake.core = core;
+    return core;
   }
 
-  constructor(info: EngineInfo, scheduler: Scheduler, tokenizer: Tokenizer | null, streamInterval: number, send: (msg: FromCoreMsg) => void, logger: Logger) {
+  /** The grammar backend (null: --grammar-backend none, or no tokenizer). */
+  readonly grammar: GrammarClient | null;
+
+  constructor(info: EngineInfo, scheduler: Scheduler, tokenizer: Tokenizer | null, streamInterval: number, send: (msg: FromCoreMsg) => void, logger: Logger, grammar: GrammarClient | null = null) {
     this.info = info;
+    this.grammar = grammar;
     this.scheduler = scheduler;
     this.detok = new DetokenizerManager(tokenizer, streamInterval);
     this.send = send;
@@ -315,6 +337,7 @@ export class EngineCore {
         this.runOneStep();
         this.stopped = true;
         this.scheduler.runner.model.close?.(); // TP: every rank leaves its loop
+        void this.grammar?.shutdown();
         return;
     }
   }
@@ -365,10 +388,13 @@ export class EngineCore {
       cacheHitRate: s.totalPromptTokens > 0 ? s.totalCachedTokens / s.totalPromptTokens : 0,
       numRetractedReqs: s.totalRetracted,
       kvCacheCommittedBytes: s.runner.kvPool.committedLocs * s.runner.kvPool.bytesPerToken,
+      numGrammarQueueReqs: s.grammarQueue.length,
+      numSoRequests: this.grammar?.numSoRequests ?? 0,
     };
   }
 
-  private kick(): void {
+  /** Runs the loop if it is idle (new message, or the grammar backend has news). */
+  kick(): void {
     if (this.looping || this.stopped) return;
     this.looping = true;
     setImmediate(() => this.loop());

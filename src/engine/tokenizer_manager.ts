@@ -133,6 +133,7 @@ export class TokenizerManager {
         topLogprobsNum,
         stream: req.stream ?? false,
         arrivalMs: nowMs,
+        ...(req.requireReasoning ? { requireReasoning: true } : {}),
       } satisfies TokenizedReq,
       detok,
     }));

@@ -48,6 +48,8 @@ export interface GenerateRequest {
   readonly topLogprobsNum?: number;
   /** Tokenize `text` with special tokens added (BOS) as the tokenizer config says (default true). */
   readonly addSpecialTokens?: boolean;
+  /** The grammar constraint starts after the reasoning section (reasoning parser on, thinking enabled). */
+  readonly requireReasoning?: boolean;
 }
 
 /** A logprob entry: [logprob, tokenId] (the server decodes text when the wire format wants it). */
@@ -163,6 +165,10 @@ export interface EngineOptions {
   readonly logLevel?: string;
   /** Keep every scheduler step's statistics (tests assert them; off when serving). */
   readonly recordStepStats?: boolean;
+  /** --grammar-backend: 'xgrammar' (default) or 'none'. */
+  readonly grammarBackend?: string;
+  /** --constrained-json-disable-any-whitespace: JSON grammars without free whitespace. */
+  readonly constrainedJsonDisableAnyWhitespace?: boolean;
 }
 
 /** Static facts about the loaded engine (for /get_model_info, /get_server_info, /v1/models, context checks). */
@@ -213,6 +219,10 @@ export interface EngineLoad {
   readonly numRetractedReqs: number;
   /** Bytes of KV pool storage committed so far (≤ EngineInfo.kvCacheMaxBytes; grows, never shrinks). */
   readonly kvCacheCommittedBytes?: number;
+  /** Requests waiting for their grammar to compile (sglang:num_grammar_queue_reqs). */
+  readonly numGrammarQueueReqs?: number;
+  /** Requests with a grammar constraint so far (sglang:num_so_requests_total). */
+  readonly numSoRequests?: number;
 }
 
 /**

@@ -75,6 +75,18 @@ const STREAM_AND_OUTPUT_FIELDS = {
   min_tokens: opt(int()),
 };
 
+/**
+ * `response_format` (SGLang protocol.py ResponseFormat / StructuralTagResponseFormat): `text`, `json_object`,
+ * `json_schema` with `json_schema: {name, description?, schema, strict?}`, or `structural_tag` (legacy
+ * `structures` + `triggers`, or a `format` object); other fields are kept for the structural tag.
+ */
+export const ResponseFormatSchema = z.looseObject({
+  type: z.string(),
+  json_schema: opt(z.looseObject({ name: opt(z.string()), description: opt(z.string()), schema: opt(z.unknown()), strict: opt(z.boolean()) })),
+});
+/** A parsed response_format. */
+export type ResponseFormat = z.infer<typeof ResponseFormatSchema>;
+
 /** `POST /v1/chat/completions` body (ChatCompletionRequest). */
 export const ChatCompletionRequestSchema = z.looseObject({
   messages: z.array(ChatMessageSchema),
@@ -93,7 +105,9 @@ export const ChatCompletionRequestSchema = z.looseObject({
   separate_reasoning: opt(z.boolean()),
   stream_reasoning: opt(z.boolean()),
   continue_final_message: opt(z.boolean()),
-  response_format: opt(z.looseObject({ type: z.string() })),
+  response_format: opt(ResponseFormatSchema),
+  regex: opt(z.string()),
+  ebnf: opt(z.string()),
   rid: opt(z.string()),
   user: opt(z.string()),
 });
@@ -110,6 +124,10 @@ export const CompletionRequestSchema = z.looseObject({
   echo: opt(z.boolean()),
   ...STREAM_AND_OUTPUT_FIELDS,
   suffix: opt(z.string()),
+  response_format: opt(ResponseFormatSchema),
+  json_schema: opt(z.string()),
+  regex: opt(z.string()),
+  ebnf: opt(z.string()),
   rid: opt(z.string()),
   user: opt(z.string()),
 });

@@ -21,6 +21,31 @@ export interface RowSamplingInfo {
   readonly topLogprobsNum: number;
   /** Compute the sampled token's logprob (default true); greedy rows skip the log-softmax when false. */
   readonly needLogprob?: boolean;
+  /**
+   * Grammar vocab mask of a constrained row ([ceil(vocabSize / 32)] i32, bit i % 32 of word i >> 5 set = token i
+   * allowed, xgrammar's bitmask layout); null/absent = unconstrained. Applied after the penalties, before temperature.
+   */
+  readonly vocabMask?: Int32Array | null;
+}
+
+/**
+ * Sets the logits of the tokens a grammar mask disallows to −Infinity (xgrammar apply_token_bitmask_inplace; ids
+ * beyond the mask's width are disallowed).
+ * @param logits [vocabSize] f32 one row (modified) @param mask [ceil(vocabSize / 32)] i32
+ */
+export function applyVocabMask(logits: Float32Array, mask: Int32Array): void {
+  const V = logits.length;
+  for (let w = 0; w * 32 < V; w++) {
+    const bits = w < mask.length ? mask[w] : 0;
+    if (bits === -1) continue;
+    const base = w * 32;
+    const end = Math.min(32, V - base);
+    if (bits === 0) {
+      logits.fill(-Infinity, base, base + end);
+      continue;
+    }
+    for (let b = 0; b < end; b++) if (((bits >>> b) & 1) === 0) logits[base + b] = -Infinity;
+  }
 }
 
 /** Result of sampling one row. */
@@ -129,7 +154,7 @@ const GATHER_SLACK = 1e-3;
 const ID_BITS = 21;
 
 /**
- * Samples one row (SGLang order): penalties → greedy argmax if topK = 1; else softmax(logits / temperature), then
+ * Samples one row (SGLang order): penalties → grammar vocab mask (constrained rows) → greedy argmax if topK = 1; else softmax(logits / temperature), then
  * top-k, top-p (`cumsum − p > topP` dropped) and min-p (`p < minP · pMax` dropped) over the descending-sorted
  * probabilities, and a multinomial draw from what is left. Returned logprobs are from the distribution before the
  * top-k/p/min-p filters (SGLang default).
@@ -145,6 +170,7 @@ const ID_BITS = 21;
  */
 export function sampleRow(logits: Float32Array, info: RowSamplingInfo): RowSample {
   applyPenalties(logits, info);
+  if (info.vocabMask) applyVocabMask(logits, info.vocabMask);
   const p = info.params;
   const V = logits.length;
   if (p.topK === 1) {

@@ -29,6 +29,17 @@ export interface SamplingParamsInput {
   readonly seed?: number | null;
   /** {tokenId: bias} added to the logits. */
   readonly logitBias?: Readonly<Record<string, number>> | null;
+  /** SGLang's grammar constraints (JSON texts / patterns); at most one may be set. */
+  readonly jsonSchema?: string | null;
+  readonly regex?: string | null;
+  readonly ebnf?: string | null;
+  readonly structuralTag?: string | null;
+}
+
+/** A grammar constraint as SGLang keys it (grammar_manager.py): `json` for json_schema (and json_object). */
+export interface GrammarSpec {
+  readonly kind: 'json' | 'regex' | 'ebnf' | 'structural_tag';
+  readonly source: string;
 }
 
 /** Normalized sampling parameters (every field set; greedy encoded as topK 1, temperature 1, as SGLang). */
@@ -54,6 +65,8 @@ export interface SamplingParams {
   readonly seed: number | null;
   /** [tokenId, bias] pairs. */
   readonly logitBias: readonly (readonly [number, number])[];
+  /** The request's grammar constraint, or null. */
+  readonly grammar: GrammarSpec | null;
 }
 
 /** SGLang's default `max_new_tokens` for the native API. */
@@ -151,6 +164,7 @@ export function normalizeSamplingParams(input: SamplingParamsInput | undefined, 
   const stop = p.stop ?? [];
   const stopStrs = (typeof stop === 'string' ? [stop] : [...stop]).filter((s) => s.length > 0);
   const seed = p.seed === null || p.seed === undefined ? null : Math.trunc(num(p.seed, 0, 'seed'));
+  const grammar = grammarOf(p);
 
   return {
     maxNewTokens,
@@ -171,7 +185,27 @@ export function normalizeSamplingParams(input: SamplingParamsInput | undefined, 
     n,
     seed,
     logitBias,
+    grammar,
   };
+}
+
+/**
+ * The grammar constraint of the params (SGLang order of precedence: json_schema, regex, ebnf, structural_tag).
+ * @throws InvalidRequestError when more than one is set (SGLang SamplingParams.verify's message)
+ */
+function grammarOf(p: SamplingParamsInput): GrammarSpec | null {
+  const given: GrammarSpec[] = [];
+  const add = (kind: GrammarSpec['kind'], v: string | null | undefined): void => {
+    if (v === null || v === undefined) return;
+    if (typeof v !== 'string') throw new InvalidRequestError(`${kind === 'json' ? 'json_schema' : kind} must be a string.`, kind === 'json' ? 'json_schema' : kind);
+    given.push({ kind, source: v });
+  };
+  add('json', p.jsonSchema);
+  add('regex', p.regex);
+  add('ebnf', p.ebnf);
+  add('structural_tag', p.structuralTag);
+  if (given.length > 1) throw new InvalidRequestError('Only one of regex, json_schema, or ebnf can be set.', null);
+  return given[0] ?? null;
 }
 
 /** True when the params sample greedily (argmax). */

@@ -7,3 +7,4 @@ export * from './req.js';
 export * from './cache_manager.js';
 export * from './forward_batch_builder.js';
 export * from './scheduler.js';
+export * from './grammar.js';

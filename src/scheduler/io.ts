@@ -23,6 +23,11 @@ export interface TokenizedReq {
   readonly stream: boolean;
   /** Arrival time, ms (metrics only). */
   readonly arrivalMs: number;
+  /**
+   * The grammar constraint starts after the reasoning section (a reasoning parser is on and the request thinks):
+   * tokens up to the think-end token are free (SGLang require_reasoning).
+   */
+  readonly requireReasoning?: boolean;
 }
 
 /** Tokens and state one request produced in one step (SGLang BatchTokenIDOutput, one row). */

@@ -2,7 +2,7 @@
 // (SGLang schedule_batch.py Req). Only the scheduler mutates it.
 import { Rng } from '../common/index.js';
 import type { PrefixNode } from '../mem_cache/index.js';
-import type { SamplingParams } from '../sampling/index.js';
+import type { GrammarSpec, SamplingParams } from '../sampling/index.js';
 import type { RowSamplingInfo } from '../sampling/index.js';
 import type { FinishReasonData, ReqTokenOutput, TokenizedReq } from './io.js';
 
@@ -26,6 +26,13 @@ export class Req {
   readonly topLogprobsNum: number;
   readonly stream: boolean;
   readonly arrivalMs: number;
+  /** The grammar constraint (params.grammar), or null. */
+  readonly grammar: GrammarSpec | null;
+  readonly requireReasoning: boolean;
+  /** The grammar mask for this step's sampled row (set by the scheduler before the forward). */
+  vocabMask: Int32Array | null = null;
+  /** When the request entered the grammar queue, ms (timeout). */
+  grammarQueuedAtMs = 0;
 
   // --- KV state ---
   /** Row in ReqToTokenPool, −1 when none. */
@@ -88,6 +95,8 @@ export class Req {
     this.topLogprobsNum = t.topLogprobsNum;
     this.stream = t.stream;
     this.arrivalMs = t.arrivalMs;
+    this.grammar = t.params.grammar ?? null;
+    this.requireReasoning = t.requireReasoning ?? false;
   }
 
   /** Prompt + output tokens: what a (re-)prefill computes. */
@@ -129,6 +138,7 @@ export class Req {
       stopTokenIds: this.maskIds,
       topLogprobsNum: this.returnLogprob ? this.topLogprobsNum : 0,
       needLogprob: this.returnLogprob,
+      vocabMask: this.vocabMask,
     };
   }
 

@@ -19,6 +19,7 @@ import { CacheManager } from './cache_manager.js';
 import { buildForwardBatch } from './forward_batch_builder.js';
 import type { FinishReasonData, ReqTokenOutput, TokenizedReq } from './io.js';
 import { Req } from './req.js';
+import { GRAMMAR_BACKEND_NONE_MESSAGE, GRAMMAR_TIMEOUT_MS, type GrammarScheduling } from './grammar.js';
 import { lowerScheduleBatch } from './schedule_batch.js';
 import type { ExtendItem, ScheduleBatch } from './schedule_batch.js';
 import { CLIP_MAX_NEW_TOKENS_ESTIMATION, PrefillAdder, sortWaitingQueue, type SchedulePolicy } from './schedule_policy.js';
@@ -113,6 +114,12 @@ export class Scheduler {
   readonly mem: CacheManager;
   readonly waiting: Req[] = [];
   readonly running: Req[] = [];
+  /** Requests whose grammar is compiling (SGLang grammar_queue; sglang:num_grammar_queue_reqs). */
+  readonly grammarQueue: Req[] = [];
+  /** The grammar backend; null = --grammar-backend none (constrained requests are refused). */
+  readonly grammar: GrammarScheduling | null;
+  /** Longest wait in the grammar queue before the request fails, ms. */
+  grammarTimeoutMs = GRAMMAR_TIMEOUT_MS;
   chunkedReq: Req | null = null;
   readonly statsHistory: StepStats[] = [];
   newTokenRatio: number;
@@ -140,8 +147,9 @@ export class Scheduler {
    * @param runner model + KV pool
    * @param mem request table, allocator and prefix cache
    */
-  constructor(cfg: SchedulerConfig, runner: ModelRunner, mem: CacheManager) {
+  constructor(cfg: SchedulerConfig, runner: ModelRunner, mem: CacheManager, grammar: GrammarScheduling | null = null) {
     this.cfg = cfg;
+    this.grammar = grammar;
     this.runner = runner;
     this.mem = mem;
     // SGLang envs: SGLANG_INIT_NEW_TOKEN_RATIO 0.7, min factor 0.14, decay steps 600.
@@ -180,15 +188,20 @@ export class Scheduler {
     }
     if (this.findReq(t.rid)) throw new InvalidRequestError(`Duplicate request id ${t.rid}.`, 'rid');
     const maxNew = Math.max(0, Math.min(t.params.maxNewTokens ?? MAX_NEW_TOKENS_UNSET, this.maxReqLen - inLen - 1));
+    if (t.params.grammar && !this.grammar) throw new InvalidRequestError(GRAMMAR_BACKEND_NONE_MESSAGE, null);
     const req = new Req(t, maxNew, this.cfg.eosTokenIds);
-    this.waiting.push(req);
+    if (req.grammar && this.grammar) {
+      this.grammar.open(req.rid, req.grammar, req.requireReasoning);
+      req.grammarQueuedAtMs = performance.now();
+      this.grammarQueue.push(req);
+    } else this.waiting.push(req);
     this.live.set(req.rid, req);
     this.totalPromptTokens += inLen;
   }
 
   /** True while anything is queued or running. */
   get hasWork(): boolean {
-    return this.waiting.length > 0 || this.running.length > 0 || this.chunkedReq !== null || this.pendingOutputs.length > 0;
+    return this.waiting.length > 0 || this.running.length > 0 || this.chunkedReq !== null || this.pendingOutputs.length > 0 || this.grammarQueue.length > 0;
   }
 
   private findReq(rid: string): Req | undefined {
@@ -203,6 +216,9 @@ export class Scheduler {
     const req = this.findReq(rid);
     if (!req || req.isFinished) return false;
     req.finishReason = reason;
+    const gi = this.grammarQueue.indexOf(req);
+    if (gi >= 0) this.grammarQueue.splice(gi, 1);
+    if (req.grammar) this.grammar?.close(rid);
     const wi = this.waiting.indexOf(req);
     if (wi >= 0) this.waiting.splice(wi, 1);
     const ri = this.running.indexOf(req);
@@ -217,13 +233,13 @@ export class Scheduler {
   /** Aborts one request (SGLang AbortReq). */
   abort(rid: string, message = 'Abort in waiting queue'): boolean {
     const req = this.findReq(rid);
-    const msg = req && this.waiting.includes(req) ? message : 'Abort in running';
+    const msg = req && (this.waiting.includes(req) || this.grammarQueue.includes(req)) ? message : 'Abort in running';
     return this.finishReq(rid, { type: 'abort', message: msg });
   }
 
   /** Aborts every request. */
   abortAll(): void {
-    for (const r of [...this.waiting, ...this.running, ...(this.chunkedReq ? [this.chunkedReq] : [])]) this.abort(r.rid);
+    for (const r of [...this.grammarQueue, ...this.waiting, ...this.running, ...(this.chunkedReq ? [this.chunkedReq] : [])]) this.abort(r.rid);
   }
 
   /**
@@ -263,6 +279,8 @@ export class Scheduler {
     let numRetracted = 0;
     let extends_: readonly ExtendItem[] = [];
     let decodes: readonly Req[] = [];
+    if (this.grammarQueue.length > 0) this.pollGrammarQueue(outputs);
+    if (this.grammar) this.failBrokenGrammars(outputs);
 
     const prefill = this.schedulePrefill();
     if (prefill) {
@@ -273,7 +291,9 @@ export class Scheduler {
       numRetracted = this.prepareDecode();
       // A request under suspicion (Req.isolate) decodes alone.
       const suspect = this.running.find((r) => r.isolate);
-      decodes = suspect ? [suspect] : [...this.running];
+      // A constrained row whose mask is not back while the grammar worker compiles sits this step out (never stalls the others).
+      decodes = suspect ? [suspect] : this.grammar ? this.running.filter((r) => !r.grammar || this.grammar!.canSampleNow(r.rid)) : [...this.running];
+      if (decodes.length === 0) return { stats: null, outputs };
     } else {
       return { stats: null, outputs };
     }
@@ -285,6 +305,12 @@ export class Scheduler {
       assert(locs, () => `decode allocation failed for ${req.rid}`);
       return locs;
     });
+
+    // Grammar masks of the rows sampled this step (an extend is sampled when it completes its prompt).
+    if (this.grammar) {
+      for (const it of extends_) if (it.req.grammar) it.req.vocabMask = it.n === it.req.seqLen - it.req.kvCommittedLen ? this.grammar.mask(it.req.rid) : null;
+      for (const req of decodes) if (req.grammar) req.vocabMask = this.grammar.mask(req.rid);
+    }
 
     // Lower to a ForwardBatch.
     const { entries, sample, score, sampled, scoreOwners, numExtendTokens } = lowerScheduleBatch(extends_, decodes, decodeLocs);
@@ -324,6 +350,11 @@ export class Scheduler {
     result.samples.forEach((s, i) => {
       const req = sampled[i];
       req.appendToken(s.tokenId);
+      if (req.grammar && this.grammar) {
+        req.vocabMask = null;
+        // SGLang check_finished: a terminated grammar finishes the request (also with ignore_eos)
+        if (this.grammar.accept(req.rid, s.tokenId) && !req.finishReason) req.finishReason = { type: 'stop', matched: s.tokenId };
+      }
       this.totalGeneratedTokens++;
       if (req.returnLogprob) {
         req.outputTokenLogprobs.push([s.logprob, s.tokenId]);
@@ -339,6 +370,7 @@ export class Scheduler {
         const ri = this.running.indexOf(req);
         if (ri >= 0) this.running.splice(ri, 1);
         this.live.delete(req.rid);
+        if (req.grammar) this.grammar?.close(req.rid);
         this.mem.releaseFinished(req);
       } else if (!this.running.includes(req)) {
         this.running.push(req);
@@ -367,6 +399,45 @@ export class Scheduler {
     if (this.cfg.recordStats) this.statsHistory.push(stats);
     this.postprocessTimeMs += performance.now() - tPost;
     return { stats, outputs };
+  }
+
+  /**
+   * Moves requests whose grammar compiled from the grammar queue to the waiting queue (SGLang
+   * GrammarManager.get_ready_grammar_requests); those whose grammar is invalid or timed out finish with an abort,
+   * status 400, SGLang's messages ("Failed to compile {kind} grammar: {reason}", "Grammar preprocessing timed out").
+   */
+  private pollGrammarQueue(outputs: ReqTokenOutput[]): void {
+    const g = this.grammar!;
+    const now = performance.now();
+    for (const req of [...this.grammarQueue]) {
+      const phase = g.phase(req.rid);
+      let fail: string | null = null;
+      if (phase === 'ready') {
+        this.grammarQueue.splice(this.grammarQueue.indexOf(req), 1);
+        this.waiting.push(req);
+        continue;
+      }
+      if (phase === 'failed' || phase === null) fail = `Failed to compile ${req.grammar!.kind} grammar: ${g.error(req.rid)?.message ?? 'unknown error'}`;
+      else if (now - req.grammarQueuedAtMs > this.grammarTimeoutMs) fail = `Grammar preprocessing timed out: grammar_key=('${req.grammar!.kind}', ...)`;
+      if (fail === null) continue;
+      this.grammarQueue.splice(this.grammarQueue.indexOf(req), 1);
+      this.live.delete(req.rid);
+      g.close(req.rid);
+      req.finishReason = { type: 'abort', message: fail, statusCode: 400, errType: 'BadRequestError' };
+      outputs.push(req.takeOutput());
+    }
+  }
+
+  /** Running or waiting constrained requests whose matcher failed (worker crash, rejected token) finish with an abort (500). */
+  private failBrokenGrammars(outputs: ReqTokenOutput[]): void {
+    for (const req of [...this.running, ...this.waiting]) {
+      if (!req.grammar || req === this.chunkedReq) continue;
+      const err = this.grammar!.error(req.rid);
+      if (!err) continue;
+      this.finishReq(req.rid, { type: 'abort', message: `The grammar backend failed for this request: ${err.message}`, statusCode: 500 });
+      const out = this.pendingOutputs.pop();
+      if (out) outputs.push(out);
+    }
   }
 
   /** Builds this step's prefill (SGLang get_new_batch_prefill + PrefillAdder), allocating its KV. Null if none. */
@@ -530,6 +601,9 @@ export class Scheduler {
     const involved = batch ? batch.filter((r) => this.live.get(r.rid) === r) : [...this.live.values()];
     for (const req of involved) {
       req.numFailedSteps++;
+      if (req.isFinished || batch === null || involved.length === 1 || req.numFailedSteps >= MAX_FAILED_STEPS) {
+        if (req.grammar) this.grammar?.close(req.rid);
+      }
       if (req.isFinished) {
         // It reached its end (stop / length) before the failure: deliver that, without caching its KV.
         this.dropReq(req);
@@ -557,6 +631,8 @@ export class Scheduler {
 
   /** Takes `req` out of every queue and frees its KV without caching it (also what a failed step allocated). */
   private dropReq(req: Req): void {
+    const gi = this.grammarQueue.indexOf(req);
+    if (gi >= 0) this.grammarQueue.splice(gi, 1);
     const wi = this.waiting.indexOf(req);
     if (wi >= 0) this.waiting.splice(wi, 1);
     const ri = this.running.indexOf(req);

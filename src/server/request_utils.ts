@@ -56,6 +56,35 @@ export interface OpenAISamplingFields {
   skip_special_tokens?: boolean | null;
   min_tokens?: number | null;
   logit_bias?: Record<string, number> | null;
+  response_format?: { type: string; json_schema?: { schema?: unknown } | null } | null;
+  json_schema?: string | null;
+  regex?: string | null;
+  ebnf?: string | null;
+}
+
+/**
+ * The grammar fields of an OpenAI request (SGLang protocol.py to_sampling_params): `regex` / `ebnf` as given,
+ * `response_format` json_schema → its schema as JSON text, json_object → `{"type": "object"}`, structural_tag → the
+ * whole response_format object as JSON text; `text` (or none) → no constraint.
+ * @throws InvalidRequestError for an unknown response_format type or a json_schema without `json_schema.schema`
+ */
+export function openaiGrammarFields(r: OpenAISamplingFields): Pick<SamplingParamsInput, 'jsonSchema' | 'regex' | 'ebnf' | 'structuralTag'> {
+  const out: { jsonSchema?: string; regex?: string; ebnf?: string; structuralTag?: string } = {};
+  if (r.regex !== null && r.regex !== undefined) out.regex = r.regex;
+  if (r.ebnf !== null && r.ebnf !== undefined) out.ebnf = r.ebnf;
+  if (r.json_schema !== null && r.json_schema !== undefined) out.jsonSchema = r.json_schema;
+  const rf = r.response_format;
+  if (rf && rf.type !== 'text') {
+    if (rf.type === 'json_schema') {
+      if (!rf.json_schema || rf.json_schema.schema === undefined) {
+        throw new InvalidRequestError('response_format.json_schema.schema is required when response_format.type is "json_schema"', 'response_format');
+      }
+      out.jsonSchema = JSON.stringify(rf.json_schema.schema);
+    } else if (rf.type === 'json_object') out.jsonSchema = '{"type": "object"}';
+    else if (rf.type === 'structural_tag') out.structuralTag = JSON.stringify(rf);
+    else throw new InvalidRequestError(`Invalid response_format type: '${rf.type}' (expected text, json_object, json_schema or structural_tag)`, 'response_format');
+  }
+  return out;
 }
 
 /**
@@ -88,6 +117,7 @@ export function openaiSamplingParams(
     noStopTrim: r.no_stop_trim ?? null,
     skipSpecialTokens: r.skip_special_tokens ?? null,
     logitBias: r.logit_bias ?? null,
+    ...openaiGrammarFields(r),
   };
 }
 

@@ -64,9 +64,6 @@ export async function handleChatCompletion(deps: ServerDeps, ex: Exchange, body:
   try {
     // serving_chat.py _validate_request: SGLang's text, 400 BadRequestError, param null
     if (req.messages.length === 0) throw new InvalidRequestError('Messages cannot be empty.');
-    if (req.response_format && req.response_format.type !== 'text') {
-      throw new UnsupportedFeatureError(`response_format '${req.response_format.type}' (grammar-constrained decoding) is not supported by tsglang yet`);
-    }
     const topLogprobs = req.top_logprobs;
     if (topLogprobs !== null && topLogprobs !== undefined && (topLogprobs < 0 || topLogprobs > MAX_TOP_LOGPROBS)) {
       throw new InvalidRequestError(`top_logprobs must be in [0, ${MAX_TOP_LOGPROBS}], got ${topLogprobs}.`, 'top_logprobs');

@@ -11,12 +11,13 @@ import { abortHttpError, parseOrReply, toGenerateHttpError } from './http_errors
 import { WEIGHT_VERSION, accumulate, checkFanout, childAbortController, emptyChoice, mergeAsync, newRid, wireFinishReason, type ChoiceResult } from './request_utils.js';
 
 /**
- * Native sampling params (snake_case) → engine params. Grammar-constrained fields are refused.
- * @throws UnsupportedFeatureError for json_schema / regex / ebnf / structural_tag / stop_regex
+ * Native sampling params (snake_case) → engine params (json_schema / regex / ebnf / structural_tag are SGLang's
+ * grammar constraints, passed through as text).
+ * @throws UnsupportedFeatureError for stop_regex
  */
 export function wireSamplingParams(p: WireSamplingParams | null | undefined): SamplingParamsInput {
   const s = p ?? {};
-  for (const k of ['json_schema', 'regex', 'ebnf', 'structural_tag', 'stop_regex'] as const) {
+  for (const k of ['stop_regex'] as const) {
     if (s[k] !== null && s[k] !== undefined) throw new UnsupportedFeatureError(`sampling_params.${k} (constrained decoding) is not supported by tsglang yet`);
   }
   return {
@@ -38,6 +39,10 @@ export function wireSamplingParams(p: WireSamplingParams | null | undefined): Sa
     n: s.n ?? null,
     seed: s.sampling_seed ?? null,
     logitBias: s.logit_bias ?? null,
+    jsonSchema: s.json_schema ?? null,
+    regex: s.regex ?? null,
+    ebnf: s.ebnf ?? null,
+    structuralTag: s.structural_tag ?? null,
   };
 }
 
