@@ -9,3 +9,4 @@ export * from './minimax_m2.js';
 export * from './deepseekv32_detector.js';
 export * from './deepseekv31_detector.js';
 export * from './json_array_parser.js';
+export * from './tool_constraint.js';

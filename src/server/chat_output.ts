@@ -1,6 +1,7 @@
 // Reasoning / tool-call parsing of chat outputs as serving_chat needs it: one streaming processor per choice
 // and a one-shot parse. The plain implementation returns all text as content (no parser configured).
-import { ChatOutputProcessor, parseChatOutput } from '../parsers/index.js';
+import { ChatOutputProcessor, isReasoningForced, parseChatOutput, toolCallConstraint } from '../parsers/index.js';
+import type { ToolConstraint } from '../parsers/index.js';
 import type { ChatParseOptions, ChatDelta as ParserDelta } from '../parsers/index.js';
 import { toolCallWire } from '../protocol/index.js';
 import type { ToolCallWire } from '../protocol/index.js';
@@ -43,6 +44,10 @@ export interface ChatOutputParsing {
   stream(req: ChatParseRequest): ChatStreamParser;
   /** Parses a complete output. */
   parse(text: string, req: ChatParseRequest): ParsedChatOutput;
+  /** The grammar constraint of the request's tool choice (tool_choice required / named, strict tools), or null. */
+  toolConstraint?(req: ChatParseRequest, parallelToolCalls: boolean): ToolConstraint | null;
+  /** True when the model reasons first for this request (a grammar constraint then starts after the think-end token). */
+  requiresReasoning?(req: ChatParseRequest): boolean;
 }
 
 /** No reasoning or tool-call parser: all text is content. */
@@ -95,6 +100,17 @@ export class ParserChatOutput implements ChatOutputParsing {
       finish: () => conv(p.finish()),
       get hasToolCalls() { return p.hasToolCalls; },
     };
+  }
+
+  toolConstraint(req: ChatParseRequest, parallelToolCalls: boolean): ToolConstraint | null {
+    return toolCallConstraint(this.toolCallParser, req.tools, req.toolChoice, parallelToolCalls);
+  }
+
+  /** SGLang require_reasoning: minimax-append-think always (its prompt opens <think>), else the parser's forced-reasoning rule. */
+  requiresReasoning(req: ChatParseRequest): boolean {
+    const p = this.reasoningParser?.toLowerCase();
+    if (!p) return false;
+    return p === 'minimax-append-think' || isReasoningForced(p, req.chatTemplateKwargs as Record<string, unknown> | null);
   }
 
   parse(text: string, req: ChatParseRequest): ParsedChatOutput {

@@ -77,6 +77,14 @@ export async function handleChatCompletion(deps: ServerDeps, ex: Exchange, body:
     // (e.g. DeepSeek's <｜tool▁calls▁begin｜>) reach the tool-call parser.
     if (req.tools && req.tools.length > 0 && parseReq.toolChoice !== 'none') samplingParams = { ...samplingParams, skipSpecialTokens: false };
     const wantLogprobs = req.logprobs === true;
+    // serving_chat.py: the tool choice's constraint, unless the request already has one.
+    const toolC = deps.chatOutput.toolConstraint?.(parseReq, req.parallel_tool_calls ?? true) ?? null;
+    if (toolC) {
+      const given = samplingParams.jsonSchema ?? samplingParams.regex ?? samplingParams.ebnf ?? samplingParams.structuralTag;
+      if (given !== undefined && given !== null) deps.logger.warning('Constrained decoding is not compatible with tool calls.');
+      else samplingParams = { ...samplingParams, ...toolC };
+    }
+    const requireReasoning = deps.chatOutput.requiresReasoning?.(parseReq) ?? false;
     deps.metrics?.onRequestStart();
     iter = deps.engine.generate({
       rid,
@@ -86,6 +94,7 @@ export async function handleChatCompletion(deps: ServerDeps, ex: Exchange, body:
       stream: req.stream === true,
       returnLogprob: wantLogprobs,
       topLogprobsNum: wantLogprobs ? (req.top_logprobs ?? 0) : 0,
+      ...(requireReasoning ? { requireReasoning: true } : {}),
     }, ex.signal)[Symbol.asyncIterator]();
     first = await iter.next();
   } catch (err) {
