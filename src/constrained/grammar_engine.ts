@@ -68,7 +68,7 @@ async function compileIn(inst: Instance, k: GrammarKey, anyWhitespace: boolean):
   const c = inst.compiler;
   switch (k.kind) {
     case 'json':
-      return anyWhitespace ? c.compileJSONSchema(k.source, true) : c.compileJSONSchema(k.source, false, -1);
+      return c.compileGrammar(await jsonSchemaGrammar(inst, k.source, anyWhitespace));
     case 'regex':
       return c.compileStructuralTag({ type: 'regex', pattern: k.source });
     case 'ebnf':
@@ -80,16 +80,47 @@ async function compileIn(inst: Instance, k: GrammarKey, anyWhitespace: boolean):
       } catch (e) {
         throw new Error(`Invalid structural tag: ${(e as Error).message}`);
       }
-      const o = obj as { structures?: { begin: string; schema: unknown; end: string }[]; triggers?: string[] };
+      const o = obj as { structures?: { begin: string; schema: unknown; end: string }[]; triggers?: string[]; at_least_one?: boolean; format?: unknown };
+      let tag: Record<string, unknown>;
       if (o && typeof o === 'object' && Array.isArray(o.structures)) {
-        // SGLang's legacy body: {"type": "structural_tag", "structures": [{begin, schema, end}], "triggers": [...]}
+        // SGLang's legacy body {"type": "structural_tag", "structures": [{begin, schema, end}], "triggers": [...]}, as
+        // xgrammar's StructuralTag.from_legacy_structural_tag reads it: triggered tags with JSON-schema contents.
         if (!Array.isArray(o.triggers)) throw new Error('Invalid structural tag: "triggers" must be a list of strings');
-        const items = o.structures.map((s) => new inst.x.StructuralTagItem(String(s.begin), JSON.stringify(s.schema ?? {}), String(s.end)));
-        return c.compileStructuralTag(items, o.triggers.map(String));
-      }
-      return c.compileStructuralTag(k.source);
+        const tags = o.structures.map((st) => ({ type: 'tag', begin: String(st.begin), content: { type: 'json_schema', json_schema: st.schema ?? {} }, end: String(st.end) }));
+        tag = { type: 'structural_tag', format: { type: 'triggered_tags', triggers: o.triggers.map(String), tags, at_least_one: o.at_least_one === true, stop_after_first: false } };
+      } else if (o && typeof o === 'object' && !Array.isArray(o)) tag = o as Record<string, unknown>;
+      else throw new Error('Invalid structural tag: expected a JSON object');
+      // JSON-schema contents become the grammar of their schema (jsonSchemaGrammar): the string-length fix, and
+      // --constrained-json-disable-any-whitespace holds inside structural tags too (their json_schema format has no
+      // whitespace option in this build).
+      if (tag.format !== undefined) tag = { ...tag, format: await compactJsonFormats(inst, tag.format, anyWhitespace) };
+      return c.compileStructuralTag(JSON.stringify(tag));
     }
   }
+}
+
+/**
+ * The EBNF of a JSON schema (xgrammar's own converter), with one defect of this build fixed: the rule it writes for a
+ * string with minLength / maxLength, `[^"\\\r\n]{m,n}`, lets control characters U+0000–U+001F through (invalid
+ * JSON; found by the ajv validation of sampled outputs); they are excluded as in its unbounded string rule.
+ * @param anyWhitespace false: compact separators `, ` / `: `, no indent
+ */
+async function jsonSchemaGrammar(inst: Instance, schema: string, anyWhitespace: boolean): Promise<string> {
+  const ebnf = anyWhitespace ? await inst.x.Testings._jsonSchemaToEBNF(schema, true) : await inst.x.Testings._jsonSchemaToEBNF(schema, false, -1);
+  return ebnf.replace(/\[\^"\\\\\\r\\n\]\{/g, '[^\\0-\\x1f"\\\\\\r\\n]{');
+}
+
+/** Replaces every `json_schema` format in a structural-tag format tree by the grammar of its schema (jsonSchemaGrammar). */
+async function compactJsonFormats(inst: Instance, f: unknown, anyWhitespace: boolean): Promise<unknown> {
+  if (Array.isArray(f)) return Promise.all(f.map((x) => compactJsonFormats(inst, x, anyWhitespace)));
+  if (!f || typeof f !== 'object') return f;
+  const o = f as Record<string, unknown>;
+  if (o.type === 'json_schema' && 'json_schema' in o) {
+    return { type: 'grammar', grammar: await jsonSchemaGrammar(inst, JSON.stringify(o.json_schema), anyWhitespace) };
+  }
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(o)) out[k] = k === 'json_schema' ? v : await compactJsonFormats(inst, v, anyWhitespace);
+  return out;
 }
 
 /** Compiler + matchers of one model. Not thread-safe: one caller (the grammar worker's loop). */
