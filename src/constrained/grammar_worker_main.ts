@@ -21,6 +21,15 @@ async function main(p: MessagePort, data: GrammarWorkerData): Promise<void> {
   /** Keys waiting to compile, in arrival order, with the requests waiting on each. */
   const pending = new Map<string, { key: GrammarKey; rids: string[]; since: number }>();
   const enqueue = (m: ToGrammarMsg): void => {
+    if (m.t === 'close') {
+      // closed before its grammar compiled (abort in the grammar queue): never open its matcher
+      for (const [k, job] of pending) {
+        const i = job.rids.indexOf(m.rid);
+        if (i < 0) continue;
+        job.rids.splice(i, 1);
+        if (job.rids.length === 0) pending.delete(k);
+      }
+    }
     if (m.t === 'open') {
       const s = grammarKeyString(m.key);
       const e = pending.get(s);

@@ -113,12 +113,10 @@ export function toolCallConstraint(parser: string | null, tools: unknown, toolCh
       const chosen = named !== null ? fns.filter((f) => f.name === named) : fns;
       if (chosen.length === 0) return null;
       const format = {
-        type: 'sequence',
-        elements: [
-          { type: 'const_string', value: `<${DSML}function_calls>\n` },
-          { type: 'tags_with_separator', tags: chosen.map((f) => dsmlInvokeTag(f)), separator: '\n', at_least_one: true, stop_after_first: !parallelToolCalls },
-          { type: 'const_string', value: `\n</${DSML}function_calls>` },
-        ],
+        type: 'tag',
+        begin: `<${DSML}function_calls>\n`,
+        content: { type: 'tags_with_separator', tags: chosen.map((f) => dsmlInvokeTag(f)), separator: '\n', at_least_one: true, stop_after_first: !parallelToolCalls },
+        end: `\n</${DSML}function_calls>`,
       };
       return { structuralTag: JSON.stringify({ type: 'structural_tag', format }) };
     }
