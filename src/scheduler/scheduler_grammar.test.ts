@@ -65,12 +65,12 @@ test('grammar queue → waiting; masked sampling; busy backend: the constrained 
   add(s, 'c', { jsonSchema: '3' });
   add(s, 'f', { ignoreEos: true });
   assert.equal(s.grammarQueue.length, 1);
-  s.step(); // prefill of the free request only: 'c' is still compiling
-  assert.equal(s.grammarQueue.length, 1);
-  g.state.get('c')!.phase = 'ready';
   const outC: number[] = [];
   const outF: number[] = [];
   const collect = (r: ReturnType<Scheduler['step']>) => r.outputs.forEach((o) => (o.rid === 'c' ? outC : outF).push(...o.newIds));
+  collect(s.step()); // prefill of the free request only: 'c' is still compiling
+  assert.equal(s.grammarQueue.length, 1);
+  g.state.get('c')!.phase = 'ready';
   collect(s.step()); // 'c' leaves the grammar queue and prefills (its first masked token)
   assert.equal(s.grammarQueue.length, 0);
   g.busy = true; // the backend compiles another grammar: c's next mask is in flight
