@@ -95,6 +95,15 @@ export class DeepSeekV32Detector extends BaseToolCallDetector {
         }
         case 'invokeTag': {
           const i = this.buffer.indexOf('>');
+          const lt = this.buffer.indexOf('<');
+          if (lt !== -1 && (i === -1 || lt < i)) {
+            // The invoke tag lacks its '>' (a DSML tag follows): the invoke is malformed and dropped; the tags after
+            // it are parsed as usual, so later valid invokes are kept (upstream SGLang's deepseekv32 detector).
+            this.consume(lt);
+            this.call = { toolIndex: null, numParams: 0, bodyText: '' };
+            this.state = 'invokeBody';
+            continue;
+          }
           if (i === -1) {
             if (eof) this.buffer = '';
             return;
@@ -114,7 +123,7 @@ export class DeepSeekV32Detector extends BaseToolCallDetector {
           continue;
         }
         case 'invokeBody': {
-          const m = this.findWaiting([PARAM_START, INVOKE_END, SECTION_END]);
+          const m = this.findWaiting([PARAM_START, INVOKE_END, SECTION_END, INVOKE_START]);
           if (m === null) {
             if (eof) {
               this.buffer = '';
@@ -126,6 +135,12 @@ export class DeepSeekV32Detector extends BaseToolCallDetector {
           this.consume(m.index + m.marker.length);
           if (m.marker === PARAM_START) {
             this.state = 'paramTag';
+            continue;
+          }
+          if (m.marker === INVOKE_START) {
+            // the next invoke opens before this one closed: this one ends here
+            this.closeCall(out);
+            this.state = 'invokeTag';
             continue;
           }
           if (this.call !== null) this.call.bodyText = between;
@@ -150,7 +165,16 @@ export class DeepSeekV32Detector extends BaseToolCallDetector {
           continue;
         }
         case 'paramValue': {
-          const i = this.findWaiting([PARAM_END])?.index ?? -1;
+          const end = this.findWaiting([PARAM_END, INVOKE_END, INVOKE_START, SECTION_END]);
+          if (end !== null && end.marker !== PARAM_END) {
+            // Unclosed parameter: its value ends at the invoke's end (or the next invoke / section end) and is
+            // discarded; the invoke keeps its completed parameters and later invokes are parsed as usual.
+            this.consume(end.index);
+            this.param = null;
+            this.state = 'invokeBody';
+            continue;
+          }
+          const i = end?.index ?? -1;
           if (i === -1) {
             if (eof) {
               this.buffer = ''; // half-written value: discarded

@@ -132,6 +132,17 @@ test('deepseekv32: prose after a section, self-closing invoke, stray closers, cu
   assert.equal(r.toolCalls[0].arguments, '{"days": 2.0}'); // Python json.dumps spelling
 });
 
+test('deepseekv32 keeps the valid invokes after a malformed one (unclosed parameter, invoke tag missing its ">"), streamed and not', () => {
+  const opts: ChatParseOptions = { toolCallParser: 'deepseekv32', tools: weather };
+  const good = '<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter name="city" string="true">Oslo</｜DSML｜parameter>\n</｜DSML｜invoke>';
+  // unclosed parameter: its value is discarded at the invoke's end; the invoke keeps its completed parameters
+  expectParse(`Hi\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter name="days" string="false">2</｜DSML｜parameter>\n<｜DSML｜parameter name="city" string="true">Ky\n</｜DSML｜invoke>\n${good}\n</｜DSML｜function_calls>`, opts,
+    { content: 'Hi', calls: [['get_weather', { days: 2 }], ['get_weather', { city: 'Oslo' }]] });
+  // invoke tag without '>': that invoke is dropped, the next one kept (whether or not the broken one was closed)
+  expectParse(`<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather"\n</｜DSML｜invoke>\n${good}\n</｜DSML｜function_calls>`, opts, { calls: [['get_weather', { city: 'Oslo' }]] });
+  expectParse(`<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather"\n<｜DSML｜parameter name="city" string="true">X</｜DSML｜parameter>\n${good}\n</｜DSML｜function_calls>`, opts, { calls: [['get_weather', { city: 'Oslo' }]] });
+});
+
 test('deepseekv32 emits text that shares a chunk with the section opener, and streams parameters one by one', () => {
   const p = new ChatOutputProcessor({ toolCallParser: 'deepseekv32', tools: weather, newCallId: () => 'call_y' });
   assert.deepEqual(p.push('Sure!'), [{ content: 'Sure!' }]);

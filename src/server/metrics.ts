@@ -54,11 +54,12 @@ export class ServerMetrics {
     gauge('sglang:kv_cache_committed_bytes', 'Bytes of KV cache pool memory committed so far (tsglang: the pool is committed as it fills).', (l) => l.kvCacheCommittedBytes ?? 0);
     gauge('sglang:num_grammar_queue_reqs', 'The number of requests in the grammar waiting queue.', (l) => l.numGrammarQueueReqs ?? 0);
     let soSeen = 0;
+    const soLabels = this.labels;
     new Counter({
       name: 'sglang:num_so_requests_total', help: 'Number of structured output requests processed.', labelNames: ln, registers: reg,
       async collect() {
         const v = (await engine.getLoad()).numSoRequests ?? 0;
-        if (v > soSeen) this.inc(labels, v - soSeen);
+        if (v > soSeen) this.inc(soLabels, v - soSeen);
         soSeen = Math.max(soSeen, v);
       },
     });

@@ -369,7 +369,9 @@ export class ChatPromptBuilder {
       const { rest, prefix } = splitFinalAssistant(dumped.map((m) => prepareContent(m, 'string')), continueFinal);
       const messages = rest;
       if (messages.length === 0 || messages[0].role !== 'system') messages.unshift({ role: 'system', content: '' });
-      if (dumpedTools.length > 0) messages[0] = { ...messages[0], tools: dumpedTools };
+      // tool_choice "none": no tools in the prompt (the official DeepSeek API's behaviour, so no DSML reaches content;
+      // SGLang v0.5.10 still renders them — a deliberate difference, README "Differences from SGLang").
+      if (dumpedTools.length > 0 && choice !== 'none') messages[0] = { ...messages[0], tools: dumpedTools };
       return { kind: 'dsv32', messages, thinking: Boolean(kwargs?.thinking), prefix };
     }
 

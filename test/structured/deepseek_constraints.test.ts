@@ -88,3 +88,13 @@ test('thinking on: the constraint starts after </think> (the reasoning section i
   assert.equal(free.json.choices[0].finish_reason, 'length');
   assert.ok((free.json.choices[0].message.reasoning_content ?? '').length > 3);
 });
+
+test('tool_choice "none": the DeepSeek-V3.2 prompt carries no tools (official DeepSeek API behaviour, README)', async () => {
+  const { ChatPromptBuilder } = await import('../../src/tokenizer/index.js');
+  const b = ChatPromptBuilder.fromModelDir(deepseekV32Dir(), { chatTemplate: null, toolCallParser: 'deepseekv32' });
+  const body = { messages: [{ role: 'user', content: 'Weather?' }], tools: BOUNDED_TOOLS };
+  assert.ok(b.build({ ...body, tool_choice: 'auto' }).text.includes('get_weather'));
+  const none = b.build({ ...body, tool_choice: 'none' }).text;
+  assert.ok(!none.includes('get_weather') && !none.includes('DSML'), none);
+  assert.equal(none, b.build({ messages: body.messages }).text);
+});
