@@ -244,7 +244,8 @@ export interface BatchRowRequest {
  * RNG use per row). Rows drawn from the whole vocabulary (temperature > 0 with top_k, top_p and min_p off: SGLang's
  * defaults), the costly case (two exp passes over V per row), run their passes natively over the addon's threads
  * when it provides scaleSumRows / drawUnfilteredRows; penalties, the log-sum-exp, the RNG draw and the returned
- * logprobs stay here, in the same order as sampleRow. Other rows (greedy, filtered, non-finite) take sampleRow.
+ * logprobs stay here, in the same order as sampleRow (grammar masks included). Other rows (greedy, filtered,
+ * non-finite) take sampleRow.
  * @param logits [numRows, V] f32 (the sampled rows are overwritten with scratch values)
  * @returns one RowSample per request, in order
  */
@@ -265,6 +266,7 @@ export function sampleRows(logits: Float32Array, V: number, reqs: readonly Batch
   for (let b = 0; b < m; b++) {
     const r = reqs[batched[b]];
     applyPenalties(row(r.logitIdx), r.info);
+    if (r.info.vocabMask) applyVocabMask(row(r.logitIdx), r.info.vocabMask); // grammar mask, as in sampleRow
     rows[b] = r.logitIdx;
     invT[b] = 1 / r.info.params.temperature;
   }
