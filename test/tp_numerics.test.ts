@@ -49,20 +49,20 @@ function relDiff(a: Float32Array, b: Float32Array): number {
   return d / m;
 }
 
-function launch(dir: string, tp: number, ep: number): ForwardModel {
-  return launchTpRanks({ modelPath: dir, tpSize: tp, epSize: ep, threadsPerRank: 1 }).model;
+function launch(dir: string, tp: number, ep: number, overrides: Record<string, unknown> = {}): ForwardModel {
+  return launchTpRanks({ modelPath: dir, tpSize: tp, epSize: ep, threadsPerRank: 1, overrides }).model;
 }
 
 const LAYOUTS: readonly [number, number][] = [[2, 1], [2, 2], [4, 1], [4, 2]];
 
-function checkLayouts(name: string, dir: string, prompts: Prompt[], steps: number): void {
+function checkLayouts(name: string, dir: string, prompts: Prompt[], steps: number, layouts = LAYOUTS, overrides: Record<string, unknown> = {}): void {
   const tokens = prompts.map((p) => p.tokens);
-  const ref = runBatched(loadModel(dir, { ops: createOps({ threads: 1 }) }).model, tokens, steps);
+  const ref = runBatched(loadModel(dir, { ops: createOps({ threads: 1 }), overrides }).model, tokens, steps);
   prompts.forEach((p, i) => {
     if (p.greedy) assert.deepEqual(ref.greedy[i], p.greedy.tokens.slice(0, steps), `${name} tp 1 prompt ${i} greedy vs golden`);
   });
-  for (const [tp, ep] of LAYOUTS) {
-    const m = launch(dir, tp, ep);
+  for (const [tp, ep] of layouts) {
+    const m = launch(dir, tp, ep, overrides);
     try {
       const got = runBatched(m, tokens, steps);
       got.last.forEach((l, i) => {
@@ -83,6 +83,12 @@ for (const fixture of ['tiny-minimax-m2', 'tiny-deepseek-v32']) {
     checkLayouts(fixture, dir, golden.prompts, 16);
   });
 }
+
+test('tiny-deepseek-v32 with an Index Cache pattern (layers 1-2 reuse layer 0\'s top-k): tp 2 × ep 2 agrees with tp 1', NEEDS_SHARED, () => {
+  const dir = join(FIXTURES_DIR, 'tiny-deepseek-v32');
+  const golden = JSON.parse(readFileSync(join(dir, 'golden.json'), 'utf8')) as { prompts: Prompt[] };
+  checkLayouts('index cache', dir, golden.prompts.map((p) => ({ tokens: p.tokens })), 8, [[2, 2]], { index_topk_pattern: 'FSS' });
+});
 
 /** Checkpoints of other shapes: vocabulary not a multiple of 64 (padded shards), KV heads replicated at tp 4. */
 const OTHER_SHAPES: [string, Record<string, unknown>][] = [
