@@ -153,3 +153,19 @@ test('a step that throws on the ranks fails with an error (no hang); the broken 
     m.close?.();
   }
 });
+
+test('every KV pool of rank 0 gets its own pool on the other ranks (a small pool first, then a large one with high locs)', NEEDS_SHARED, () => {
+  const m = launch(join(FIXTURES_DIR, 'tiny-deepseek-v32'), 2, 1);
+  try {
+    const prompt = Array.from({ length: 30 }, (_, i) => (i * 31 + 5) % 512);
+    let ctx = new SimpleBatchContext(new KVPool(m.kvPoolLayout(), 40), 1, 32);
+    m.forward(ctx.makeBatch([{ req: ctx.addReq(), inputIds: prompt.slice(0, 10) }]));
+    ctx = new SimpleBatchContext(new KVPool(m.kvPoolLayout(), 4096), 1, 64, (n) => Int32Array.from({ length: n }, (_, i) => 4000 - i));
+    const high = m.forward(ctx.makeBatch([{ req: ctx.addReq(), inputIds: prompt }])).logits;
+    ctx = new SimpleBatchContext(new KVPool(m.kvPoolLayout(), 4096), 1, 64);
+    const low = m.forward(ctx.makeBatch([{ req: ctx.addReq(), inputIds: prompt }])).logits;
+    assert.deepEqual(high, low);
+  } finally {
+    m.close?.();
+  }
+});

@@ -11,23 +11,24 @@ const MODES: readonly ForwardMode[] = ['extend', 'decode', 'mixed', 'idle', 'tar
 /** Step kinds. */
 const KIND_FORWARD = 1;
 const KIND_SHUTDOWN = 2;
-/** Header words: magic, kind, mode, numReqs, numTokens, stride, flags, kvMaxLocs. */
-const HEADER = 8;
+/** Header words: magic, kind, mode, numReqs, numTokens, stride, flags, kvMaxLocs, kvPoolId. */
+const HEADER = 9;
 
 /** The ForwardBatch arrays sent per request / token, in wire order. */
 const ARRAYS = ['inputIds', 'positions', 'outCacheLoc', 'extendPrefixLens', 'extendSeqLens', 'seqLens', 'extendStartLoc', 'logitRows'] as const;
 
 /** A decoded step. */
 export type DecodedStep =
-  | { readonly kind: 'forward'; readonly kvMaxLocs: number; readonly build: (kvPool: KVPool) => ForwardBatch }
+  | { readonly kind: 'forward'; readonly kvMaxLocs: number; readonly kvPoolId: number; readonly build: (kvPool: KVPool) => ForwardBatch }
   | { readonly kind: 'shutdown' };
 
 /**
  * Serializes a forward step.
- * @param kvMaxLocs the KV pool's maxLocs (a rank sizes its own pool from it on the first step)
+ * @param kvMaxLocs the KV pool's maxLocs (a rank sizes its own pool from it)
+ * @param kvPoolId which of rank 0's KV pools the step uses (a rank keeps one pool of its own per id)
  * @returns i32 words as bytes: header, then each array as (length, values), then the compacted req→token rows
  */
-export function encodeForwardStep(batch: ForwardBatch, kvMaxLocs: number): Uint8Array {
+export function encodeForwardStep(batch: ForwardBatch, kvMaxLocs: number, kvPoolId = 0): Uint8Array {
   const B = batch.numReqs;
   let stride = 1;
   for (let i = 0; i < B; i++) stride = Math.max(stride, batch.seqLens[i]);
@@ -37,7 +38,7 @@ export function encodeForwardStep(batch: ForwardBatch, kvMaxLocs: number): Uint8
   const mode = MODES.indexOf(batch.forwardMode);
   if (mode < 0) throw new InternalError(`encodeForwardStep: unknown forward mode ${batch.forwardMode}`);
   const flags = (batch.captureHiddenStates ? 1 : 0) | (batch.captureRoutedExperts ? 2 : 0);
-  out.set([MAGIC, KIND_FORWARD, mode, B, batch.numTokens, stride, flags, kvMaxLocs]);
+  out.set([MAGIC, KIND_FORWARD, mode, B, batch.numTokens, stride, flags, kvMaxLocs, kvPoolId]);
   let o = HEADER;
   for (const k of ARRAYS) {
     const a = batch[k];
@@ -70,7 +71,7 @@ export function decodeStep(bytes: Uint8Array): DecodedStep {
   if (w[0] !== MAGIC) throw new InternalError('decodeStep: bad magic');
   if (w[1] === KIND_SHUTDOWN) return { kind: 'shutdown' };
   if (w[1] !== KIND_FORWARD) throw new InternalError(`decodeStep: unknown kind ${w[1]}`);
-  const [, , mode, numReqs, numTokens, stride, flags, kvMaxLocs] = w;
+  const [, , mode, numReqs, numTokens, stride, flags, kvMaxLocs, kvPoolId] = w;
   const arrays: Record<string, Int32Array> = {};
   let o = HEADER;
   for (const k of ARRAYS) {
@@ -84,6 +85,7 @@ export function decodeStep(bytes: Uint8Array): DecodedStep {
   return {
     kind: 'forward',
     kvMaxLocs,
+    kvPoolId,
     build: (kvPool) => ({
       forwardMode: MODES[mode],
       numReqs,

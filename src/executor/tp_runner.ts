@@ -40,18 +40,27 @@ export interface TpRankInit {
   readonly board: RankBoardHandle;
 }
 
+/** KV pools a rank keeps at once (one per KV pool of rank 0 in recent steps; the engine uses one). */
+const MAX_RANK_POOLS = 4;
+
 /**
- * A rank's step loop: receives each step, runs the forward over this rank's shard and KV pool (created on the first
- * step, sized from the step's kvMaxLocs), drops the output (rank 0 samples); returns on the shutdown step.
+ * A rank's step loop: receives each step, runs the forward over this rank's shard and its own KV pool for the step's
+ * kvPoolId (created on first use, sized from kvMaxLocs; a tool or test that makes a new pool on rank 0 gets a new one
+ * here), drops the output (rank 0 samples); returns on the shutdown step.
  * @param allocKv KV storage allocator (Ops.allocateKvBuffer)
  * @throws whatever the forward throws (DistributedError when a peer failed); the caller aborts the groups
  */
 export function runRankLoop(model: ForwardModel, channel: StepChannel, allocKv?: (n: number) => Float32Array, kvCacheDtype: KvCacheDtype = 'auto'): void {
-  let pool: KVPool | null = null;
+  const pools = new Map<number, KVPool>();
   for (;;) {
     const step = decodeStep(channel.receive());
     if (step.kind === 'shutdown') return;
-    pool ??= new KVPool(model.kvPoolLayout(kvCacheDtype), step.kvMaxLocs, Math.min(step.kvMaxLocs, 64), allocKv);
+    let pool = pools.get(step.kvPoolId);
+    if (!pool) {
+      if (pools.size >= MAX_RANK_POOLS) pools.delete(pools.keys().next().value!);
+      pool = new KVPool(model.kvPoolLayout(kvCacheDtype), step.kvMaxLocs, Math.min(step.kvMaxLocs, 64), allocKv);
+      pools.set(step.kvPoolId, pool);
+    }
     const batch = step.build(pool);
     let maxLoc = 0;
     for (let t = 0; t < batch.numTokens; t++) maxLoc = Math.max(maxLoc, batch.outCacheLoc[t]);
@@ -77,6 +86,9 @@ export interface TpRanksControl {
 /** Rank 0's model: broadcasts each step, then runs its shard; fans the same ForwardBatch out to every rank. */
 export class TpForwardModel implements ForwardModel {
   private closed = false;
+  /** Ids of rank 0's KV pools (the ranks keep a pool of their own per id). */
+  private readonly poolIds = new WeakMap<KVPool, number>();
+  private nextPoolId = 0;
 
   constructor(
     /** Rank 0's shard of the model. */
@@ -97,7 +109,9 @@ export class TpForwardModel implements ForwardModel {
   forward(batch: ForwardBatch): ForwardOutput {
     if (this.closed) throw new DistributedError('tensor-parallel ranks are shut down');
     try {
-      this.ranks.channel.send(encodeForwardStep(batch, batch.kvPool.maxLocs));
+      let id = this.poolIds.get(batch.kvPool);
+      if (id === undefined) this.poolIds.set(batch.kvPool, (id = this.nextPoolId++));
+      this.ranks.channel.send(encodeForwardStep(batch, batch.kvPool.maxLocs, id));
       return this.local.forward(batch);
     } catch (e) {
       const why = this.ranks.failures?.() ?? '';
