@@ -18,6 +18,7 @@
         "src/moe.cc",
         "src/mla_dsa.cc",
         "src/sampling.cc",
+        "src/fused_sampling.cc",
         "src/huge_pages.cc",
         "src/shm_comm.cc",
         "src/shm_comm_napi.cc"

@@ -168,12 +168,12 @@ test('sampleRow with the native exp passes = sampleRowReference', { skip }, () =
   }
 });
 
-test('sampleRows (the batched native passes over threads) = sampleRow row by row: tokens, logprobs, top logprobs, RNG use', { skip: skip || !addon?.scaleSumRows || !addon.drawUnfilteredRows ? 'native addon without the batched sampler passes' : false }, () => {
+test('sampleRows (the fused native sampler over threads) = sampleRow row by row: tokens, logprobs, top logprobs, RNG use', { skip: skip || !addon?.fusedSampleRows ? 'native addon without the fused sampler' : false }, () => {
   const saved = samplerKernels();
   try {
     for (const threads of [1, 2, 3]) {
       assert.ok(installNativeSampling(undefined, threads));
-      assert.ok(samplerKernels()?.scaleSumRows);
+      assert.ok(samplerKernels()?.fusedRows);
       const V = 5003;
       const gen = new Rng(101 + threads);
       const settings: SamplingParamsInput[] = [{}, {}, { temperature: 0.7 }, { temperature: 1.3, frequencyPenalty: 0.5, presencePenalty: 0.3, repetitionPenalty: 1.2 }, { temperature: 0 }, { topP: 0.9 }, { topK: 20 }, { minP: 0.05 }, {}, {}];

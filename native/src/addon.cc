@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "fused_sampling.h"
 #include "gemm.h"
 #include "huge_pages.h"
 #include "mla_dsa.h"
@@ -575,38 +576,24 @@ EXPORT_FN(expProbs) {
   return out;
 }
 
-// scaleSumRows(backend, logits: f32, V, rows: i32, invT: f64, maxOut: f64, sumOut: f64): phase 1 of unfiltered
-// sampling over rows on the pool (sampling.h)
-EXPORT_FN(scaleSumRows) {
-  Args a(env, info, 7);
-  int64_t ll, rl, tl, ml, sl;
+// fusedSampleRows(backend, logits: f32, V, rows: i32, params: f64 [m·8], tokOut: i32, lpOut: f64, statusOut: i32):
+// every sampling mode for m rows on the pool (fused_sampling.h; params per row: invT, topK, topP, minP, u, wantLp,
+// topN, 0)
+EXPORT_FN(fusedSampleRows) {
+  Args a(env, info, 8);
+  int64_t ll, rl, pl, tl, lpl, sl;
   float* logits = a.f32(1, &ll);
   const int64_t V = a.i64(2);
   const int32_t* rows = a.i32(3, &rl);
-  const double* invT = a.f64(4, &tl);
-  double* mx = a.f64(5, &ml);
-  double* sum = a.f64(6, &sl);
-  if (V <= 0 || tl < rl || ml < rl || sl < rl) throw Failure{"tsglang_native: scaleSumRows buffers too small"};
+  const double* params = a.f64(4, &pl);
+  int32_t* tok = a.i32(5, &tl);
+  double* lp = a.f64(6, &lpl);
+  int32_t* status = a.i32(7, &sl);
+  if (V <= 0 || pl < rl * 8 || tl < rl || lpl < rl || sl < rl) throw Failure{"tsglang_native: fusedSampleRows buffers too small"};
   for (int64_t j = 0; j < rl; j++)
-    if (rows[j] < 0 || (static_cast<int64_t>(rows[j]) + 1) * V > ll) throw Failure{"tsglang_native: scaleSumRows row out of range"};
-  tsg::scaleSumRows(a.external<Backend>(0)->pool, logits, V, rows, rl, invT, mx, sum);
-  return nullptr;
-}
-
-// drawUnfilteredRows(backend, logits: f32, V, rows: i32, lse: f64, u: f64, tokOut: i32): phase 2 (sampling.h)
-EXPORT_FN(drawUnfilteredRows) {
-  Args a(env, info, 7);
-  int64_t ll, rl, el, ul, ol;
-  const float* logits = a.f32(1, &ll);
-  const int64_t V = a.i64(2);
-  const int32_t* rows = a.i32(3, &rl);
-  const double* lse = a.f64(4, &el);
-  const double* u = a.f64(5, &ul);
-  int32_t* tok = a.i32(6, &ol);
-  if (V <= 0 || el < rl || ul < rl || ol < rl) throw Failure{"tsglang_native: drawUnfilteredRows buffers too small"};
-  for (int64_t j = 0; j < rl; j++)
-    if (rows[j] < 0 || (static_cast<int64_t>(rows[j]) + 1) * V > ll) throw Failure{"tsglang_native: drawUnfilteredRows row out of range"};
-  tsg::drawUnfilteredRows(a.external<Backend>(0)->pool, logits, V, rows, rl, lse, u, tok);
+    if (rows[j] < 0 || (static_cast<int64_t>(rows[j]) + 1) * V > ll) throw Failure{"tsglang_native: fusedSampleRows row out of range"};
+  static_assert(sizeof(tsg::FusedRowParams) == 8 * sizeof(double), "FusedRowParams is 8 doubles");
+  tsg::fusedSampleRows(a.external<Backend>(0)->pool, logits, V, rows, rl, reinterpret_cast<const tsg::FusedRowParams*>(params), tok, lp, status);
   return nullptr;
 }
 
@@ -662,6 +649,7 @@ EXPORT_FN(allocWeightMemory) {
 
 napi_value init(napi_env env, napi_value exports) {
   const napi_property_descriptor props[] = {
+      {"fusedSampleRows", nullptr, fusedSampleRows, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"createBackend", nullptr, createBackend, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"buildInfo", nullptr, buildInfo, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"makeWeight", nullptr, makeWeight, nullptr, nullptr, nullptr, napi_default, nullptr},
@@ -683,8 +671,6 @@ napi_value init(napi_env env, napi_value exports) {
       {"scaleMaxF32", nullptr, scaleMaxF32, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"expShiftSum", nullptr, expShiftSum, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"expProbs", nullptr, expProbs, nullptr, nullptr, nullptr, napi_default, nullptr},
-      {"scaleSumRows", nullptr, scaleSumRows, nullptr, nullptr, nullptr, napi_default, nullptr},
-      {"drawUnfilteredRows", nullptr, drawUnfilteredRows, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"selectAtLeast", nullptr, selectAtLeast, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"allocWeightMemory", nullptr, allocWeightMemory, nullptr, nullptr, nullptr, napi_default, nullptr},
   };

@@ -6,7 +6,6 @@
 #include <immintrin.h>
 
 #include <cstring>
-#include <vector>
 
 namespace tsg {
 
@@ -265,41 +264,6 @@ double scaleMaxF32(float* s, int64_t n, double invT) {
     if (v > m) m = v;
   }
   return m;
-}
-
-void scaleSumRows(ThreadPool& pool, float* logits, int64_t V, const int32_t* rows, int64_t m, const double* invT,
-                  double* maxOut, double* sumOut) {
-  pool.parallelFor(m, [&](int64_t j, int) {
-    thread_local std::vector<double> E;
-    if (static_cast<int64_t>(E.size()) < V) E.resize(V);
-    float* s = logits + static_cast<int64_t>(rows[j]) * V;
-    const double mx = scaleMaxF32(s, V, invT[j]);
-    maxOut[j] = mx;
-    sumOut[j] = expShiftSum(s, V, mx, E.data());
-  });
-}
-
-void drawUnfilteredRows(ThreadPool& pool, const float* logits, int64_t V, const int32_t* rows, int64_t m,
-                        const double* lse, const double* u, int32_t* tokOut) {
-  pool.parallelFor(m, [&](int64_t j, int) {
-    thread_local std::vector<float> P;
-    if (static_cast<int64_t>(P.size()) < V) P.resize(V);
-    const float* s = logits + static_cast<int64_t>(rows[j]) * V;
-    const double total = expProbs(s, V, lse[j], P.data());
-    const double target = u[j] * total;
-    double acc = 0;
-    int32_t tok = -1;
-    for (int64_t i = 0; i < V; i++) {
-      acc += P[i];
-      if (acc > target) { tok = static_cast<int32_t>(i); break; }
-    }
-    if (tok < 0) {
-      tok = 0;
-      for (int64_t i = V - 1; i >= 0; i--)
-        if (P[i] > 0) { tok = static_cast<int32_t>(i); break; }
-    }
-    tokOut[j] = tok;
-  });
 }
 
 }  // namespace tsg

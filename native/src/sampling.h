@@ -4,8 +4,6 @@
 #pragma once
 #include <cstdint>
 
-#include "thread_pool.h"
-
 namespace tsg {
 
 /** fdlibm __ieee754_exp (scalar), the function V8's Math.exp is. */
@@ -43,24 +41,5 @@ int64_t selectAtLeast(const double* E, int64_t n, double bound, int32_t* ids);
  * @param s [n] f32 in/out
  */
 double scaleMaxF32(float* s, int64_t n, double invT);
-
-/**
- * Phase 1 of unfiltered sampling for m rows of a [*, V] logits matrix, the rows spread over the pool (each row's
- * arithmetic is the single-row functions', so results do not depend on the split): for row r = rows[j],
- * maxOut[j] = scaleMaxF32(row, V, invT[j]) (the row is scaled in place) and sumOut[j] = expShiftSum(row, V,
- * maxOut[j], ·) (E in a per-thread scratch).
- * @param logits [≥ (max row + 1)·V] f32 in/out @param rows [m] i32 @param invT, maxOut, sumOut [m] f64
- */
-void scaleSumRows(ThreadPool& pool, float* logits, int64_t V, const int32_t* rows, int64_t m, const double* invT,
-                  double* maxOut, double* sumOut);
-
-/**
- * Phase 2: the multinomial draw over the whole vocabulary for each row (the sampler's drawUnfiltered): total =
- * expProbs(row, V, lse[j], P) (P per thread), target = u[j]·total, the first i whose running double sum of P[0..i]
- * exceeds target, else the last i with P[i] > 0, else 0.
- * @param logits rows scaled by scaleSumRows (read only) @param lse, u [m] f64 @param tokOut [m] i32
- */
-void drawUnfilteredRows(ThreadPool& pool, const float* logits, int64_t V, const int32_t* rows, int64_t m,
-                        const double* lse, const double* u, int32_t* tokOut);
 
 }  // namespace tsg

@@ -4,12 +4,25 @@
 #include <immintrin.h>
 
 #include <chrono>
+#include <cstdlib>
 
 namespace tsg {
 
 namespace {
-/** How long an idle worker spins before sleeping, and how long the caller spins before yielding. */
-constexpr auto kSpinTime = std::chrono::microseconds(200);
+/**
+ * How long an idle worker spins before it sleeps, and how long the caller spins for a started worker before it
+ * sleeps too. Short: ops of one forward follow each other within a few µs, so a spinning worker catches them, while
+ * on a shared machine a thread that spins longer burns the share the scheduler would give it when work arrives
+ * (and gets preempted mid-task more often). $TSGLANG_POOL_SPIN_US overrides (0 = block at once).
+ */
+std::chrono::microseconds spinTime() {
+  static const std::chrono::microseconds t = [] {
+    const char* e = std::getenv("TSGLANG_POOL_SPIN_US");
+    const long v = e != nullptr && *e != 0 ? std::strtol(e, nullptr, 10) : -1;
+    return std::chrono::microseconds(v >= 0 ? v : 50);
+  }();
+  return t;
+}
 /** Worker states of one job (low 2 bits of ThreadPool::state_). */
 constexpr uint64_t kPosted = 0, kStarted = 1, kDone = 2, kCancelled = 3;
 }  // namespace
@@ -47,7 +60,7 @@ void ThreadPool::workerLoop(int index) {
       int spins = 0;
       while ((g = generation_.load(std::memory_order_acquire)) == seen) {
         _mm_pause();
-        if (++spins % 64 == 0 && std::chrono::steady_clock::now() - start > kSpinTime) {
+        if (++spins % 64 == 0 && std::chrono::steady_clock::now() - start > spinTime()) {
           std::unique_lock<std::mutex> lock(mutex_);
           sleeping_.fetch_add(1);
           cv_.wait(lock, [&] { return generation_.load() != seen; });
@@ -63,7 +76,11 @@ void ThreadPool::workerLoop(int index) {
     uint64_t expect = (g << 2) | kPosted;
     if (state_[index].compare_exchange_strong(expect, (g << 2) | kStarted, std::memory_order_acq_rel)) {
       runTasks(index);
-      state_[index].store((g << 2) | kDone, std::memory_order_release);
+      state_[index].store((g << 2) | kDone, std::memory_order_seq_cst);
+      if (callerWaiting_.load(std::memory_order_seq_cst)) {
+        std::lock_guard<std::mutex> lock(doneMutex_);
+        doneCv_.notify_one();
+      }
     }
   }
 }
@@ -89,11 +106,19 @@ void ThreadPool::parallelFor(int64_t numTasks, const std::function<void(int64_t,
   for (int i = 1; i < threads_; i++) {
     uint64_t expect = (g << 2) | kPosted;
     if (state_[i].compare_exchange_strong(expect, (g << 2) | kCancelled, std::memory_order_acq_rel)) continue;
+    const uint64_t done = (g << 2) | kDone;
     const auto start = std::chrono::steady_clock::now();
     int spins = 0;
-    while (state_[i].load(std::memory_order_acquire) != ((g << 2) | kDone)) {
+    while (state_[i].load(std::memory_order_acquire) != done) {
       _mm_pause();
-      if (++spins % 64 == 0 && std::chrono::steady_clock::now() - start > kSpinTime) std::this_thread::yield();
+      if (++spins % 64 == 0 && std::chrono::steady_clock::now() - start > spinTime()) {
+        // the worker is still on its task (or was preempted in it): sleep until it reports done
+        std::unique_lock<std::mutex> lock(doneMutex_);
+        callerWaiting_.store(true, std::memory_order_seq_cst);
+        doneCv_.wait(lock, [&] { return state_[i].load(std::memory_order_seq_cst) == done; });
+        callerWaiting_.store(false, std::memory_order_relaxed);
+        break;
+      }
     }
   }
   fn_ = nullptr;

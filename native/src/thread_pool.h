@@ -1,7 +1,9 @@
 // A persistent thread pool: `threads - 1` workers created once, plus the calling thread. Work is handed out as
 // a range of task indices through an atomic counter (dynamic scheduling, robust when cores are shared).
-// Workers spin on a generation counter for a short while after each job, then sleep on a condition variable
-// (spin-then-wait), so back-to-back ops cost ~1 µs to dispatch and an idle pool costs no CPU. A worker joins a job
+// Workers spin on a generation counter for a short while (50 µs) after each job, then sleep on a condition variable
+// (spin-then-wait), so back-to-back ops cost ~1 µs to dispatch and an idle pool costs no CPU; the caller, once its
+// tasks are done, spins as briefly for workers still on theirs and then sleeps until they report done (on a shared
+// machine a preempted worker is waited for without burning a core). A worker joins a job
 // only by claiming it (posted → started); once the caller has run out of tasks it cancels the claims of workers
 // that have not started, so a worker that is descheduled (cores shared with other processes) never stalls a job
 // it took no task of.
@@ -51,6 +53,10 @@ class ThreadPool {
   const std::function<void(int64_t, int)>* fn_ = nullptr;
   std::mutex mutex_;
   std::condition_variable cv_;
+  /** The caller sleeping for a started worker to finish (parallelFor's wait). */
+  std::atomic<bool> callerWaiting_{false};
+  std::mutex doneMutex_;
+  std::condition_variable doneCv_;
 };
 
 }  // namespace tsg

@@ -10,7 +10,7 @@ import { deriveContextLength, loadModelConfig, readKernelEnv, type KernelEnv } f
 import { CacheManager, Scheduler, type StepStats } from '../scheduler/index.js';
 import { ChunkCache, KVPool, kvBytesPerToken as kvBytesPerTokenOf, RadixCache, ReqToTokenPool, TokenToKVPoolAllocator } from '../mem_cache/index.js';
 import { ModelRunner, launchTpRanks, planMemory, readAvailableMemoryBytes, type ForwardModel, type TpLaunch } from '../executor/index.js';
-import { createOps, loadNativeAddon, type NativeAddon, type NativeHandle } from '../kernels/index.js';
+import { computeBackendFor, createOps, loadNativeAddon, type NativeAddon, type NativeHandle } from '../kernels/index.js';
 import { setSamplerKernels } from '../sampling/index.js';
 import { loadModel, type LoadedModel } from '../models/index.js';
 import { loadTokenizer, type Tokenizer } from '../tokenizer/index.js';
@@ -40,9 +40,8 @@ export function readGenerationDefaults(modelPath: string): Record<string, number
 /**
  * Gives the sampler the native addon's greedy argmax and exp passes (bit-identical to its JavaScript loops; about
  * 3× (exp) and 10× (argmax) faster per vocab id) when the addon loads and the backend is not forced to 'cpu';
- * otherwise leaves the JavaScript loops. When the addon has the batched row passes (scaleSumRows,
- * drawUnfilteredRows), a batch's rows sampled from the whole vocabulary (SGLang's default sampling) run them over
- * `threads` threads of their own pool (sampleRows; each row's arithmetic unchanged).
+ * otherwise leaves the JavaScript loops. When the addon has the fused sampler (fusedSampleRows), a decode step's
+ * rows (every sampling mode) run through it over `threads` threads of their own pool (sampleRows).
  * @param threads threads of the batched passes (default: available cores)
  * @returns true when installed
  */
@@ -50,12 +49,12 @@ export function installNativeSampling(env: KernelEnv = readKernelEnv(), threads 
   if (env.backend === 'cpu') return false;
   const addon = loadNativeAddon(env).addon;
   if (!addon?.argmaxF32 || !addon.scaleMaxF32 || !addon.expShiftSum || !addon.expProbs || !addon.selectAtLeast) return false;
-  const rows = addon.scaleSumRows && addon.drawUnfilteredRows ? samplingBackend(addon, Math.max(1, Math.floor(threads))) : null;
+  const fused = addon.fusedSampleRows;
+  const rows = fused ? samplingBackend(addon, Math.max(1, Math.floor(threads))) : null;
   setSamplerKernels({
     argmax: addon.argmaxF32, scaleMax: addon.scaleMaxF32, expShiftSum: addon.expShiftSum, expProbs: addon.expProbs, selectAtLeast: addon.selectAtLeast,
-    ...(rows && addon.scaleSumRows && addon.drawUnfilteredRows ? {
-      scaleSumRows: (l: Float32Array, V: number, r: Int32Array, invT: Float64Array, mx: Float64Array, sum: Float64Array) => addon.scaleSumRows!(rows, l, V, r, invT, mx, sum),
-      drawUnfilteredRows: (l: Float32Array, V: number, r: Int32Array, lse: Float64Array, u: Float64Array, tok: Int32Array) => addon.drawUnfilteredRows!(rows, l, V, r, lse, u, tok),
+    ...(rows && fused ? {
+      fusedRows: (l: Float32Array, V: number, r: Int32Array, p: Float64Array, tok: Int32Array, lp: Float64Array, st: Int32Array) => fused(rows, l, V, r, p, tok, lp, st),
     } : {}),
   });
   return true;
@@ -82,9 +81,14 @@ function loadTpModel(options: EngineOptions, logger: Logger): TpLaunch {
   });
 }
 
-/** One thread pool per thread count for the sampler's batched passes (kept for the life of the thread). */
+/**
+ * The thread pool of the fused sampler: the model's own (computeBackendFor: the same worker threads, so sampling
+ * adds no spinning threads), else one per thread count for the life of the thread (a model without native ops).
+ */
 const samplingBackends = new Map<number, NativeHandle>();
 function samplingBackend(addon: NativeAddon, threads: number): NativeHandle {
+  const shared = computeBackendFor(threads);
+  if (shared) return shared;
   let b = samplingBackends.get(threads);
   if (!b) { b = addon.createBackend(threads, 0, 32); samplingBackends.set(threads, b); }
   return b;

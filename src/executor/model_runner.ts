@@ -98,7 +98,7 @@ export class ModelRunner {
     assert(out.logits.length === batch.logitRows.length * V, () => `ModelRunner: logits length ${out.logits.length} != ${batch.logitRows.length} × ${V}`);
     const scores: RowScore[] = score.map((s) => scoreRow(out.logits.subarray(s.logitIdx * V, (s.logitIdx + 1) * V), s.tokenId, s.topLogprobsNum));
     // Sampling rewrites its row in place: sample rows and score rows are distinct, and the logits are this step's scratch.
-    // (sampleRows: each row exactly as sampleRow; the whole-vocabulary draws of a batch run natively over threads)
+    // (sampleRows: every row of the step in one call of the fused native sampler when installed, else sampleRow each)
     const samples = sampleRows(out.logits, V, sample);
     this.sampleTimeMs += performance.now() - t1;
     return { samples, scores };

@@ -2,4 +2,5 @@
 export {};
 export * from './sampling_params.js';
 export * from './sampler.js';
+export * from './fused_rows.js';
 export { topLogprobsOf } from './top_logprobs.js';

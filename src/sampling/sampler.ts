@@ -111,12 +111,11 @@ export interface SamplerKernels {
   /** Writes the i < n with E[i] ≥ bound to ids (ascending); returns their count. @param E [≥n] f64 @param ids [≥n] i32 */
   selectAtLeast(E: Float64Array, n: number, bound: number, ids: Int32Array): number;
   /**
-   * Several rows at once, spread over the addon's threads (sampleRows): for row r = rows[j] of a [*, V] matrix,
-   * maxOut[j] = scaleMax(row, V, invT[j]) (in place) and sumOut[j] = the expShiftSum of the scaled row at that max.
+   * The fused sampler (native/src/fused_sampling.h), every mode for several rows at once over the addon's threads
+   * (sampleRows): params holds 8 doubles per row (invT (0 = greedy), topK, topP, minP, u, wantLp, topN, 0); writes
+   * tok / lp / status (1 = left to the reference: non-finite row) per row.
    */
-  scaleSumRows?(logits: Float32Array, V: number, rows: Int32Array, invT: Float64Array, maxOut: Float64Array, sumOut: Float64Array): void;
-  /** Then drawUnfiltered's draw of each row: tokOut[j] = the multinomial draw at u[j] over p = f32(exp(f32(s − lse[j]))). */
-  drawUnfilteredRows?(logits: Float32Array, V: number, rows: Int32Array, lse: Float64Array, u: Float64Array, tokOut: Int32Array): void;
+  fusedRows?(logits: Float32Array, V: number, rows: Int32Array, params: Float64Array, tok: Int32Array, lp: Float64Array, status: Int32Array): void;
 }
 
 let kernels: SamplerKernels | null = null;
@@ -171,6 +170,14 @@ const ID_BITS = 21;
 export function sampleRow(logits: Float32Array, info: RowSamplingInfo): RowSample {
   applyPenalties(logits, info);
   if (info.vocabMask) applyVocabMask(logits, info.vocabMask);
+  return sampleRowPenalized(logits, info);
+}
+
+/**
+ * sampleRow after its penalties and grammar mask (the rows sampleRows' fused kernel leaves to the reference).
+ * @param logits [vocabSize] f32 one row, penalized and masked (overwritten with scratch values)
+ */
+export function sampleRowPenalized(logits: Float32Array, info: RowSamplingInfo): RowSample {
   const p = info.params;
   const V = logits.length;
   if (p.topK === 1) {
@@ -231,77 +238,6 @@ export function sampleRow(logits: Float32Array, info: RowSamplingInfo): RowSampl
     return { tokenId, logprob: logits[tokenId], topLogprobs: topLogprobsOf(logits, info.topLogprobsNum) };
   }
   return { tokenId, logprob: Math.fround(logits[tokenId] - lse), topLogprobs: [] };
-}
-
-/** One row of a batch for sampleRows: its index in the [rows, V] logits and its request's sampling inputs. */
-export interface BatchRowRequest {
-  readonly logitIdx: number;
-  readonly info: RowSamplingInfo;
-}
-
-/**
- * Samples the rows of a [numRows, V] logits matrix, each exactly as sampleRow (same token, logprob, top logprobs and
- * RNG use per row). Rows drawn from the whole vocabulary (temperature > 0 with top_k, top_p and min_p off: SGLang's
- * defaults), the costly case (two exp passes over V per row), run their passes natively over the addon's threads
- * when it provides scaleSumRows / drawUnfilteredRows; penalties, the log-sum-exp, the RNG draw and the returned
- * logprobs stay here, in the same order as sampleRow (grammar masks included). Other rows (greedy, filtered,
- * non-finite) take sampleRow.
- * @param logits [numRows, V] f32 (the sampled rows are overwritten with scratch values)
- * @returns one RowSample per request, in order
- */
-export function sampleRows(logits: Float32Array, V: number, reqs: readonly BatchRowRequest[]): RowSample[] {
-  const k = kernels;
-  const row = (i: number) => logits.subarray(i * V, (i + 1) * V);
-  const unfiltered = (p: SamplingParams) => p.topK !== 1 && p.topK >= V && p.topP >= 1 && p.minP <= 0;
-  const batched: number[] = [];
-  if (k?.scaleSumRows && k.drawUnfilteredRows) for (let j = 0; j < reqs.length; j++) if (unfiltered(reqs[j].info.params)) batched.push(j);
-  if (batched.length < 2) return reqs.map((r) => sampleRow(row(r.logitIdx), r.info));
-  const out = new Array<RowSample>(reqs.length);
-  const isBatched = new Uint8Array(reqs.length);
-  for (const j of batched) isBatched[j] = 1;
-  for (let j = 0; j < reqs.length; j++) if (!isBatched[j]) out[j] = sampleRow(row(reqs[j].logitIdx), reqs[j].info);
-  const m = batched.length;
-  const rows = new Int32Array(m);
-  const invT = new Float64Array(m);
-  for (let b = 0; b < m; b++) {
-    const r = reqs[batched[b]];
-    applyPenalties(row(r.logitIdx), r.info);
-    if (r.info.vocabMask) applyVocabMask(row(r.logitIdx), r.info.vocabMask); // grammar mask, as in sampleRow
-    rows[b] = r.logitIdx;
-    invT[b] = 1 / r.info.params.temperature;
-  }
-  const max = new Float64Array(m);
-  const sum = new Float64Array(m);
-  k!.scaleSumRows!(logits, V, rows, invT, max, sum);
-  const lse = new Float64Array(m);
-  const u = new Float64Array(m);
-  const drawn: number[] = [];
-  for (let b = 0; b < m; b++) {
-    const r = reqs[batched[b]];
-    lse[b] = max[b] + Math.log(sum[b]);
-    // NaN / ±Infinity somewhere: the reference's exact behaviour (the row is scaled, the RNG untouched, as in sampleRow)
-    if (!Number.isFinite(lse[b]) || !(sum[b] >= 1)) out[batched[b]] = drawFromScaledReference(row(r.logitIdx), r.info);
-    else {
-      u[b] = r.info.rng.nextFloat();
-      drawn.push(b);
-    }
-  }
-  const dRows = Int32Array.from(drawn, (b) => rows[b]);
-  const dLse = Float64Array.from(drawn, (b) => lse[b]);
-  const tok = new Int32Array(drawn.length);
-  if (drawn.length > 0) k!.drawUnfilteredRows!(logits, V, dRows, dLse, Float64Array.from(drawn, (b) => u[b]), tok);
-  drawn.forEach((b, d) => {
-    const r = reqs[batched[b]];
-    const s = row(r.logitIdx);
-    const tokenId = tok[d];
-    if (r.info.topLogprobsNum > 0) {
-      for (let i = 0; i < V; i++) s[i] = s[i] - dLse[d];
-      out[batched[b]] = { tokenId, logprob: s[tokenId], topLogprobs: topLogprobsOf(s, r.info.topLogprobsNum) };
-    } else {
-      out[batched[b]] = { tokenId, logprob: Math.fround(s[tokenId] - dLse[d]), topLogprobs: [] };
-    }
-  });
-  return out;
 }
 
 /**

@@ -2,7 +2,6 @@
 // thresholds, sort) kept as the oracle of sampler.ts: sampler.test.ts checks that sampleRow returns exactly what this
 // returns (same token, same logprob, same RNG use), and sampleRow falls back to it for rows with non-finite values.
 // Same semantics as SGLang python/sglang/srt/layers/sampler.py (see sampler.ts).
-import type { Rng } from '../common/index.js';
 import { applyPenalties, drawSortedCandidates, logSoftmax, type RowSample, type RowSamplingInfo } from './sampler.js';
 import { topLogprobsOf } from './top_logprobs.js';
 
@@ -31,8 +30,9 @@ export function sampleRowReference(logits: Float32Array, info: RowSamplingInfo):
  * The non-greedy part of sampleRowReference on logits already penalized and divided by the temperature:
  * log-softmax in place, probabilities, top-k / top-p / min-p filtered multinomial draw (one rng.nextFloat()).
  * @param scaled [vocabSize] f32 (overwritten with logprobs)
+ * @param u the uniform draw, when the caller took it from info.rng already (then the RNG is not used here)
  */
-export function drawFromScaledReference(scaled: Float32Array, info: RowSamplingInfo): RowSample {
+export function drawFromScaledReference(scaled: Float32Array, info: RowSamplingInfo, u?: number): RowSample {
   const p = info.params;
   const V = scaled.length;
   logSoftmax(scaled, scaled); // now logprobs
@@ -42,19 +42,18 @@ export function drawFromScaledReference(scaled: Float32Array, info: RowSamplingI
     probs[i] = Math.exp(scaled[i]);
     if (probs[i] > pMax) pMax = probs[i];
   }
-  const tokenId = drawFiltered(probs, pMax, p.topK, p.topP, p.minP, info.rng);
+  const tokenId = drawFiltered(probs, pMax, p.topK, p.topP, p.minP, u ?? info.rng.nextFloat());
   return { tokenId, logprob: scaled[tokenId], topLogprobs: topLogprobsOf(scaled, info.topLogprobsNum) };
 }
 
 /**
- * Multinomial draw under top-k / top-p / min-p. Only a candidate set is sorted: the tokens with p ≥ t for a threshold
+ * Multinomial draw at u (uniform in [0, 1)) under top-k / top-p / min-p. Only a candidate set is sorted: the tokens with p ≥ t for a threshold
  * t lowered until the set holds ≥ topK tokens or more than topP mass — every token outside it ranks below all of
  * them and so would be dropped by top-k or top-p anyway (exact, not an approximation).
  * @param probs [V] f32 softmax probabilities
  */
-function drawFiltered(probs: Float32Array, pMax: number, topK: number, topP: number, minP: number, rng: Rng): number {
+function drawFiltered(probs: Float32Array, pMax: number, topK: number, topP: number, minP: number, u: number): number {
   const V = probs.length;
-  const u = rng.nextFloat();
   if (topK >= V && topP >= 1 && minP <= 0) {
     let total = 0;
     for (let i = 0; i < V; i++) total += probs[i];

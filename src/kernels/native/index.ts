@@ -2,5 +2,5 @@
 export * from './create_ops.js';
 export { NativeOps } from './native_ops.js';
 export type { GemmMode, NativeOpsOptions } from './native_ops.js';
-export { loadNativeAddon } from './native_addon.js';
+export { computeBackendFor, loadNativeAddon } from './native_addon.js';
 export type { NativeAddon, NativeAddonStatus, NativeHandle } from './native_addon.js';

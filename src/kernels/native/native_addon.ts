@@ -53,10 +53,28 @@ export interface NativeAddon {
   selectAtLeast?(e: Float64Array, n: number, bound: number, ids: Int32Array): number;
   /** `bytes` zeroed bytes, 2 MiB aligned, advised for transparent huge pages; null when the memory cannot be mapped. */
   allocWeightMemory?(bytes: number): ArrayBuffer | null;
-  /** Unfiltered sampling phase 1 over rows of [*, V] logits on b's threads: scaleMaxF32 + expShiftSum per row (native/src/sampling.h). */
-  scaleSumRows?(b: NativeHandle, logits: Float32Array, V: number, rows: Int32Array, invT: Float64Array, maxOut: Float64Array, sumOut: Float64Array): void;
-  /** Unfiltered sampling phase 2: each row's multinomial draw at u over f32(exp(f32(s − lse))) (native/src/sampling.h). */
-  drawUnfilteredRows?(b: NativeHandle, logits: Float32Array, V: number, rows: Int32Array, lse: Float64Array, u: Float64Array, tokOut: Int32Array): void;
+  /**
+   * Fused sampler: every sampling mode for the rows of [*, V] logits on b's threads; params 8 f64 per row (invT (0 =
+   * greedy), topK, topP, minP, u, wantLp, topN, 0); tok / lp / status out per row (native/src/fused_sampling.h).
+   */
+  fusedSampleRows?(b: NativeHandle, logits: Float32Array, V: number, rows: Int32Array, params: Float64Array, tok: Int32Array, lp: Float64Array, status: Int32Array): void;
+}
+
+/** The compute backend (thread pool) of this thread's model per thread count (registerComputeBackend). */
+const computeBackends = new Map<number, NativeHandle>();
+
+/**
+ * Records the backend a model's NativeOps computes on, so that other native work of the same thread (the sampler)
+ * runs on the same pool instead of a second one: one set of worker threads per JS thread, never more busy threads
+ * than the pool's size. Pools are not re-entrant: only callers on this JS thread, one call at a time, may share it.
+ */
+export function registerComputeBackend(threads: number, backend: NativeHandle): void {
+  computeBackends.set(threads, backend);
+}
+
+/** The backend registered for `threads` on this JS thread, or null. */
+export function computeBackendFor(threads: number): NativeHandle | null {
+  return computeBackends.get(threads) ?? null;
 }
 
 /** Outcome of loading the addon. */

@@ -4,7 +4,7 @@ import { assert, f32KvStore, KV_KIND_ID, numel } from '../../common/index.js';
 import type { KvStore } from '../../common/index.js';
 import type { AttentionBatch, AttentionParams, ExpertWeights, GroupedMatmulLayout, IndexerParams, Ops, RopeParams, RopeTarget, SparseKeys, StoredTensor, TopKResult, Weight } from '../ops.js';
 import { storedToF32 } from '../cpu/quant.js';
-import type { NativeAddon, NativeHandle } from './native_addon.js';
+import { registerComputeBackend, type NativeAddon, type NativeHandle } from './native_addon.js';
 
 /** How large-M matmuls run: 'own' (default, batch invariant) or OpenBLAS sgemm for M ≥ blasMinM (when linked). */
 export type GemmMode = 'own' | 'blas';
@@ -73,6 +73,7 @@ export class NativeOps implements Ops {
     this.blasLinked = addon.buildInfo().blas;
     this.gemm = options.gemm === 'blas' && this.blasLinked ? 'blas' : 'own';
     this.backend = addon.createBackend(this.threads, this.gemm === 'blas' ? 1 : 0, options.blasMinM ?? 32);
+    registerComputeBackend(this.threads, this.backend); // the sampler shares this pool (one pool per thread)
   }
 
   /**
