@@ -20,8 +20,13 @@ async function main(p: MessagePort, data: GrammarWorkerData): Promise<void> {
   const fast: ToGrammarMsg[] = [];
   /** Keys waiting to compile, in arrival order, with the requests waiting on each. */
   const pending = new Map<string, { key: GrammarKey; rids: string[]; since: number }>();
+  /** The requests of the job taken from `pending` and not yet opened (compiling now), and those of them closed since. */
+  let current: string[] = [];
+  const cancelled = new Set<string>();
   const enqueue = (m: ToGrammarMsg): void => {
     if (m.t === 'close') {
+      // closed while its grammar compiles: openAll must not open its matcher (the close itself may run first)
+      if (current.includes(m.rid)) cancelled.add(m.rid);
       // closed before its grammar compiled (abort in the grammar queue): never open its matcher
       for (const [k, job] of pending) {
         const i = job.rids.indexOf(m.rid);
@@ -83,6 +88,7 @@ async function main(p: MessagePort, data: GrammarWorkerData): Promise<void> {
 
   async function openAll(eng: GrammarEngine, key: GrammarKey, rids: string[], error: string | null, compileMs: number): Promise<void> {
     for (const rid of rids) {
+      if (cancelled.delete(rid)) continue; // its request is gone: no reply, no matcher
       if (error !== null) {
         send({ t: 'opened', rid, mask: null, error, compileMs });
         continue;
@@ -105,6 +111,7 @@ async function main(p: MessagePort, data: GrammarWorkerData): Promise<void> {
     if (first.done) return;
     const [s, job] = first.value;
     pending.delete(s);
+    current = job.rids;
     if (eng.isKnown(job.key)) {
       // cache hit or a known invalid key: no compile, never busy
       const error = await eng.compile(job.key);
@@ -129,6 +136,8 @@ async function main(p: MessagePort, data: GrammarWorkerData): Promise<void> {
       }
       await openAll(eng, job.key, job.rids, error, performance.now() - t);
     }
+    current = [];
+    cancelled.clear();
     if (fast.length > 0 || pending.size > 0) schedule();
   }
 }
