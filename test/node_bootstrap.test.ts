@@ -3,19 +3,9 @@
 // --node-rank twice (1 and 0); different flags; a node that goes away; the shutdown announcement.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
 import { bootstrapNodes, parseDistInitAddr } from '../src/distributed/index.js';
 import type { NodeBootstrap, NodeBootstrapOptions } from '../src/distributed/index.js';
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const p = (s.address() as { port: number }).port;
-      s.close(() => resolve(p));
-    });
-  });
-}
+import { freePort } from './helpers/serve_proc.js';
 
 function opts(port: number, nodeRank: number, more: Partial<NodeBootstrapOptions> = {}): NodeBootstrapOptions {
   return { nnodes: 2, nodeRank, distInitAddr: `127.0.0.1:${port}`, timeoutMs: 3000, ranksPerNode: 2, fingerprint: 'tp=4 ep=1', ...more };

@@ -81,6 +81,16 @@ export async function run(argv: string[]): Promise<number> {
     // During start-up (or a second signal): nothing to drain; stop the engine and leave now.
     void teardown(engine, server, logger).finally(() => (cluster ? exitProcessNow : process.exit)(sig === 'SIGINT' ? 130 : 143));
   };
+  // The ranks or the engine can no longer serve: in-flight requests have their error responses; give them a moment
+  // to reach the clients, then stop everything and exit 1 (SGLang's scheduler death takes the server down too).
+  let fatal = false;
+  const onFatal = (err: Error) => {
+    if (fatal) return;
+    fatal = true;
+    logger.error(`${err.message}; shutting the server down`);
+    server?.beginDrain();
+    setTimeout(() => void teardown(engine, server, logger).finally(() => exitProcessNow(1)), 1500).unref();
+  };
   const onSigint = () => onSignal('SIGINT');
   const onSigterm = () => onSignal('SIGTERM');
   process.on('SIGINT', onSigint);
@@ -92,7 +102,8 @@ export async function run(argv: string[]): Promise<number> {
     if (gpuNotice !== null) logger.warning(gpuNotice);
 
     // 0. the port, before minutes of model loading (uvicorn's bind error, as SGLang would print it only after loading)
-    await assertPortFree(args.host, args.port);
+    // (a node > 0 serves no HTTP: its --port is not used)
+    if (args.nnodes === 1 || args.nodeRank === 0) await assertPortFree(args.host, args.port);
     // 1. the model: --model-path, or the embedded tiny MiniMax-M2 (generated once into the cache)
     const modelPath = args.modelPath ?? ensureEmbeddedModel(env.cacheDir, logger);
     const served = servedModelName(args, modelPath);
@@ -103,11 +114,7 @@ export async function run(argv: string[]): Promise<number> {
     if (args.nnodes > 1) {
       cluster = await joinCluster(args, modelPath, logger);
       if (args.nodeRank > 0) exitProcessNow(await runFollowerNode(args, modelPath, env, cluster, logger));
-      cluster.bootstrap.onFatal((err) => {
-        // In-flight requests fail with the ranks' DistributedError; give their error responses a moment, then exit.
-        logger.error(`${err.message}; shutting the server down`);
-        setTimeout(() => void teardown(engine, server, logger).finally(() => exitProcessNow(1)), 1500).unref();
-      });
+      cluster.bootstrap.onFatal(onFatal);
     }
 
     // 2. engine (worker thread): loads weights, sizes the KV pool; prompts are tokenized in a tokenizer worker thread
@@ -116,6 +123,7 @@ export async function run(argv: string[]): Promise<number> {
       ...(env.tokenizeTimeoutMs !== null ? { tokenizeTimeoutMs: env.tokenizeTimeoutMs } : {}),
       ...(cluster ? { tpNodes: cluster.tpNodes } : {}),
     }, logger);
+    engine.onFatal(onFatal);
     // 3. HTTP server
     const config = httpServerSlice(args, served);
     const modelConfig = JSON.parse(readFileSync(join(modelPath, 'config.json'), 'utf8')) as { model_type?: string; architectures?: string[]; index_topk?: unknown };

@@ -88,6 +88,7 @@ export class Engine implements EngineApi {
   private readonly preparing = new Map<string, Preparing>();
   private nextReplyId = 1;
   private dead: Error | null = null;
+  private readonly fatalHandlers: ((err: Error) => void)[] = [];
 
   private constructor(info: EngineInfo, tokenizer: Tokenizer | null, encoder: AsyncEncoder | null, transport: CoreTransport, options: EngineOptions) {
     this.info = info;
@@ -250,6 +251,9 @@ export class Engine implements EngineApi {
         d?.resolve(m.value);
         return;
       }
+      case 'fatal':
+        this.failAll(new InternalError(m.message));
+        return;
       default:
         return;
     }
@@ -355,7 +359,18 @@ export class Engine implements EngineApi {
     return this.choices.size;
   }
 
+  /**
+   * Registers a handler called once when the engine can no longer serve: its worker thread died, or the core stopped
+   * on an unrecoverable model failure (TP ranks broken). Called at once if that already happened. The server exits
+   * from it; requests under way have been failed before it runs.
+   */
+  onFatal(handler: (err: Error) => void): void {
+    if (this.dead) handler(this.dead);
+    else this.fatalHandlers.push(handler);
+  }
+
   private failAll(err: Error): void {
+    if (this.dead) return;
     this.dead = err;
     for (const [rid, st] of [...this.choices]) {
       this.endChoice(rid, st);
@@ -363,6 +378,7 @@ export class Engine implements EngineApi {
     }
     for (const d of this.replies.values()) d.reject(err);
     this.replies.clear();
+    for (const h of this.fatalHandlers.splice(0)) h(err);
   }
 
   async shutdown(): Promise<void> {

@@ -431,6 +431,7 @@ export class EngineCore {
           `failed requests: [${f.failedRids.join(', ')}], re-run alone: [${f.retriedRids.join(', ')}]`,
       );
     }
+    const broken = f ? this.scheduler.runner.model.brokenReason?.() ?? null : null;
     const tDetok = performance.now();
     const { outputs, stopMatches } = this.detok.process(result.outputs);
     for (const m of stopMatches) this.scheduler.finishReq(m.rid, { type: 'stop', matched: m.matched });
@@ -448,6 +449,23 @@ export class EngineCore {
       this.send({ type: 'outputs', outputs });
       this.emitTimeMs += performance.now() - t1;
     }
+    if (broken !== null && !this.stopped) this.stopOnFatal(broken);
     return result.stats !== null || result.outputs.length > 0 || f !== undefined;
+  }
+
+  /**
+   * The model can never run again (TP: a failed step broke the rank groups): every request still queued or running
+   * ends with an abort, status 500, naming the cause; the core stops and tells the Engine, which shuts the server
+   * down (as SGLang's scheduler process exits and takes the server with it).
+   */
+  private stopOnFatal(why: string): void {
+    this.stopped = true;
+    this.logger.error(`the model can no longer run (${why}); failing every request and stopping`);
+    this.scheduler.abortAll({ type: 'abort', message: `The engine failed to run this request: ${why}`, statusCode: 500 });
+    const { outputs } = this.detok.process(this.scheduler.step().outputs);
+    if (outputs.length > 0) this.send({ type: 'outputs', outputs });
+    this.scheduler.runner.model.close?.();
+    void this.grammar?.shutdown();
+    this.send({ type: 'fatal', message: why });
   }
 }

@@ -37,7 +37,9 @@ export type FromCoreMsg =
   | { readonly type: 'init_error'; readonly message: string; readonly kind: string }
   | { readonly type: 'outputs'; readonly outputs: CoreOutput[] }
   | { readonly type: 'req_error'; readonly rid: string; readonly message: string; readonly kind: string; readonly param: string | null }
-  | { readonly type: 'reply'; readonly id: number; readonly value: boolean | EngineLoad | ProfileReply };
+  | { readonly type: 'reply'; readonly id: number; readonly value: boolean | EngineLoad | ProfileReply }
+  /** The core can never run again (TP ranks broken): every request was failed; the server must exit. */
+  | { readonly type: 'fatal'; readonly message: string };
 
 /** What the tokenizer worker (engine/tokenizer_worker_main.ts) starts from. */
 export interface TokenizerWorkerData {

@@ -14,6 +14,11 @@ export interface ForwardModel {
   forward(batch: ForwardBatch): ForwardOutput;
   /** Releases what the model holds beyond memory (TP: stops the rank threads). Optional; idempotent. */
   close?(): void;
+  /**
+   * Why the model can never run again (TP: a failed step broke the rank groups), or null while it can. Optional:
+   * absent means never broken. The engine shuts the server down when it is set (SGLang's scheduler exits then too).
+   */
+  brokenReason?(): string | null;
 }
 
 /** A logits row that must be sampled. */

@@ -86,6 +86,8 @@ export interface TpRanksControl {
 /** Rank 0's model: broadcasts each step, then runs its shard; fans the same ForwardBatch out to every rank. */
 export class TpForwardModel implements ForwardModel {
   private closed = false;
+  /** Set by the first failed step: the groups are broken from then on. */
+  private broken: string | null = null;
   /** Ids of rank 0's KV pools (the ranks keep a pool of their own per id). */
   private readonly poolIds = new WeakMap<KVPool, number>();
   private nextPoolId = 0;
@@ -108,6 +110,7 @@ export class TpForwardModel implements ForwardModel {
    */
   forward(batch: ForwardBatch): ForwardOutput {
     if (this.closed) throw new DistributedError('tensor-parallel ranks are shut down');
+    if (this.broken !== null) throw new DistributedError(`tensor-parallel ranks are broken by an earlier failed step: ${this.broken}`);
     try {
       let id = this.poolIds.get(batch.kvPool);
       if (id === undefined) this.poolIds.set(batch.kvPool, (id = this.nextPoolId++));
@@ -115,10 +118,16 @@ export class TpForwardModel implements ForwardModel {
       return this.local.forward(batch);
     } catch (e) {
       const why = this.ranks.failures?.() ?? '';
-      this.ranks.abort(why || `TP rank 0 failed: ${(e as Error).message}`); // wake every rank still in a collective
+      this.broken = why || `TP rank 0 failed: ${(e as Error).message}`;
+      this.ranks.abort(this.broken); // wake every rank still in a collective
       if (why) throw new DistributedError(`tensor-parallel step failed: ${why}`, { cause: e });
       throw e;
     }
+  }
+
+  /** Non-null once a step failed: the rank groups are broken and every later step throws at once. */
+  brokenReason(): string | null {
+    return this.broken;
   }
 
   /** Sends the shutdown step and releases the groups (idempotent); the ranks leave their loops and exit. */

@@ -6,13 +6,33 @@ import { openGroup, type Communicator } from '../distributed/index.js';
 import { createOps } from '../kernels/index.js';
 import { parallelGroups } from '../layers/index.js';
 import { loadModel } from '../models/index.js';
-import { CommStepChannel, RankBoard } from './rank_channel.js';
+import { CommStepChannel, RankBoard, type StepChannel } from './rank_channel.js';
 import { breakGroups, runRankLoop, type TpRankInit } from './tp_runner.js';
+
+/**
+ * Fault injection for tests (TSGLANG_TEST_RANK_EXIT="rank:steps"): that rank's thread exits abruptly (process.exit
+ * of a worker thread: no board report, no group abort, as a crashed rank) when it receives its steps-th step.
+ */
+function withInjectedExit(channel: StepChannel, rank: number): StepChannel {
+  const m = /^(\d+):(\d+)$/.exec(process.env['TSGLANG_TEST_RANK_EXIT'] ?? '');
+  if (!m || Number(m[1]) !== rank) return channel;
+  let left = Number(m[2]);
+  return { send: (s) => channel.send(s), receive: () => (--left <= 0 ? process.exit(70) : channel.receive()) };
+}
 
 const init = workerData as TpRankInit | null;
 if (init) {
   const board = new RankBoard(init.board);
   const comms: Communicator[] = [];
+  // A thread that leaves without finishing its loop (process.exit, an error outside the try) breaks the groups from
+  // here: rank 0 may be blocked in a collective and cannot run its Worker 'exit' listener until the timeout.
+  let finished = false; // the body below ran to its end (its own failure, if any, is reported there)
+  process.on('exit', (code) => {
+    const st = board.stateOf(init.rank);
+    if (finished || st === 'exited' || st === 'failed') return;
+    board.fail(init.rank, `thread exited (code ${code}) before leaving its step loop`);
+    breakGroups([init.world, init.tp], comms, init.rank, `TP rank ${init.rank} thread exited with code ${code}`);
+  });
   try {
     const world = openGroup(init.world, init.rank); // across nodes: blocks until every rank has joined
     comms.push(world);
@@ -22,7 +42,7 @@ if (init) {
     const loaded = loadModel(init.modelPath, { ops, overrides: init.overrides, parallel: parallelGroups(init.rank, init.tpSize, init.epSize, tp) });
     board.ready(init.rank, loaded.weightBytes);
     world.barrier();
-    runRankLoop(loaded.model, new CommStepChannel(world), (n) => ops.allocateKvBuffer(n), init.kvCacheDtype ?? 'auto');
+    runRankLoop(loaded.model, withInjectedExit(new CommStepChannel(world), init.rank), (n) => ops.allocateKvBuffer(n), init.kvCacheDtype ?? 'auto');
     board.exited(init.rank);
   } catch (e) {
     const err = e as Error;
@@ -35,5 +55,6 @@ if (init) {
     }
   } finally {
     for (const c of comms) c.close();
+    finished = true;
   }
 }

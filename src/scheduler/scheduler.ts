@@ -237,9 +237,15 @@ export class Scheduler {
     return this.finishReq(rid, { type: 'abort', message: msg });
   }
 
-  /** Aborts every request. */
-  abortAll(): void {
-    for (const r of [...this.grammarQueue, ...this.waiting, ...this.running, ...(this.chunkedReq ? [this.chunkedReq] : [])]) this.abort(r.rid);
+  /**
+   * Aborts every request (SGLang AbortReq abort_all), each with `reason` when given (e.g. the engine's fatal error,
+   * status 500) or the queue's usual abort message.
+   */
+  abortAll(reason?: FinishReasonData): void {
+    for (const r of [...this.grammarQueue, ...this.waiting, ...this.running, ...(this.chunkedReq ? [this.chunkedReq] : [])]) {
+      if (reason) this.finishReq(r.rid, reason);
+      else this.abort(r.rid);
+    }
   }
 
   /**

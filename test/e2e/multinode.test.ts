@@ -8,12 +8,12 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadGlooAddon } from '../../src/distributed/index.js';
 import { createNetnsPair } from '../helpers/netns.js';
 import { TSGLANG_BIN } from '../helpers/paths.js';
+import { freePort } from '../helpers/serve_proc.js';
 
 const gloo = loadGlooAddon();
 const skipGloo = gloo.addon ? false : `Gloo unavailable: ${gloo.reason}`;
@@ -65,16 +65,6 @@ function startNode(args: string[], prefix: string[] = [], env: NodeJS.ProcessEnv
 
 function kill(...nodes: Node[]): void {
   for (const n of nodes) if (n.child.exitCode === null && n.child.signalCode === null) n.child.kill('SIGKILL');
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const p = (s.address() as { port: number }).port;
-      s.close(() => resolve(p));
-    });
-  });
 }
 
 async function generate(url: string, body: unknown = GEN): Promise<{ output_ids: number[] }> {
@@ -207,7 +197,7 @@ test('wrong --node-rank: out of range is a flag error; a second node with the sa
 });
 
 test('--nnodes 2 without the Gloo addon stops at start-up naming libgloo-dev', { timeout: 60_000 }, async () => {
-  const n = startNode(['--tp', '2', '--nnodes', '2', '--node-rank', '0', '--dist-init-addr', '127.0.0.1:1'], [], { TSGLANG_GLOO_ADDON: '/nonexistent/dist_gloo.node' });
+  const n = startNode(['--tp', '2', '--nnodes', '2', '--node-rank', '0', '--dist-init-addr', '127.0.0.1:1', '--port', String(await freePort())], [], { TSGLANG_GLOO_ADDON: '/nonexistent/dist_gloo.node' });
   const e = await exitsWithin(n, 30_000);
   assert.equal(e.code, 2, n.stderr());
   assert.match(n.stderr(), /multi-node serving \(--nnodes 2\) needs Gloo: the Gloo addon is not built .*install libgloo-dev/);

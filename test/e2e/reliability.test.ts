@@ -9,26 +9,15 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { request as httpRequest, Agent } from 'node:http';
-import { createServer } from 'node:net';
 import { mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { TSGLANG_BIN } from '../helpers/paths.js';
+import { freePort } from '../helpers/serve_proc.js';
 
 const HOME = join(tmpdir(), 'tsglang-e2e-home');
 
 interface Served { child: ChildProcess; base: string; port: number; stderr: () => string }
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 async function startServer(extra: string[] = []): Promise<Served> {
   mkdirSync(HOME, { recursive: true });

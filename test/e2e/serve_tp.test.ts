@@ -5,26 +5,15 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { createServer } from 'node:net';
 import { mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Engine } from '../../src/engine/index.js';
 import { TSGLANG_BIN } from '../helpers/paths.js';
+import { freePort } from '../helpers/serve_proc.js';
 
 const HOME = join(tmpdir(), 'tsglang-e2e-home');
 const MODEL_DIR = join(HOME, '.cache', 'tsglang', 'tiny-minimax-m2-v3');
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 test('serve --tp 8 --ep 8 (the MiniMax recipe command): 8 rank threads start, answer as tp 1, exit on SIGTERM', async () => {
   mkdirSync(HOME, { recursive: true });

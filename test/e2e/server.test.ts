@@ -4,7 +4,6 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
 import { mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,6 +12,7 @@ import { TSGLANG_BIN } from '../helpers/paths.js';
 import { loadTokenizer, ChatPromptBuilder } from '../../src/tokenizer/index.js';
 import type { Tokenizer } from '../../src/tokenizer/index.js';
 import { iterateSseData } from '../../src/protocol/index.js';
+import { freePort } from '../helpers/serve_proc.js';
 
 // A stable HOME so the embedded model is generated once per machine, not once per run (content is deterministic).
 const HOME = join(tmpdir(), 'tsglang-e2e-home');
@@ -25,17 +25,6 @@ let base: string;
 let stderr = '';
 let tok: Tokenizer;
 let client: OpenAI;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 const json = async (r: Promise<Response> | Response): Promise<any> => (await r).json();
