@@ -7,6 +7,7 @@ import { decodeKvRow, encodeKvRow, kvRowBytes, Rng } from '../src/common/index.j
 import type { KvCodec, KvStore } from '../src/common/index.js';
 import { CpuOps, createOps, loadNativeAddon } from '../src/kernels/index.js';
 import type { AttentionBatch, AttentionParams, Ops } from '../src/kernels/index.js';
+import { randomAttentionBatch } from './helpers/attention_batch.js';
 
 const status = loadNativeAddon();
 const ref = new CpuOps();
@@ -32,26 +33,6 @@ function storeOf(rng: Rng, codec: KvCodec, rows: number, width: number, scale = 
   return { store, f32 };
 }
 
-function randomBatch(rng: Rng, prefix: number[], ext: number[], numLocs: number): { batch: AttentionBatch; numTokens: number } {
-  const stride = Math.max(...prefix.map((p, i) => p + ext[i])) + 1;
-  const free = Array.from({ length: numLocs - 1 }, (_, i) => i + 1).sort(() => rng.nextFloat() - 0.5);
-  const table = new Int32Array((prefix.length + 1) * stride);
-  const start: number[] = [];
-  let t = 0;
-  prefix.forEach((p, i) => {
-    for (let s = 0; s < p + ext[i]; s++) table[(i + 1) * stride + s] = free.pop()!;
-    start.push(t);
-    t += ext[i];
-  });
-  return {
-    numTokens: t,
-    batch: {
-      numReqs: prefix.length, extendStartLoc: Int32Array.from(start), extendSeqLens: Int32Array.from(ext), extendPrefixLens: Int32Array.from(prefix),
-      reqPoolIndices: Int32Array.from(prefix, (_, i) => i + 1), reqToToken: table, reqToTokenStride: stride,
-    },
-  };
-}
-
 const CODECS: [string, KvCodec][] = [
   ['bf16', { kind: 'bf16', scale: 1 }],
   ['bf16 x0.5', { kind: 'bf16', scale: 0.5 }],
@@ -71,7 +52,7 @@ test('attention over K/V stored in each codec == attention over the dequantized 
       const base = { numHeads: 6, numKvHeads: 2, headDim: hd, vHeadDim: vhd, scale: 1 / Math.sqrt(hd), kRowWidth: 2 * hd, kOffset: 0, vRowWidth: 2 * vhd, vOffset: 0 };
       const stored: AttentionParams = { ...base, kBuf: k.store, vBuf: v.store };
       const plain: AttentionParams = { ...base, kBuf: k.f32, vBuf: v.f32 };
-      const { batch, numTokens } = randomBatch(rng, [0, 9, 60, 0], [7, 1, 3, 1], numLocs);
+      const { batch, numTokens } = randomAttentionBatch(rng, [0, 9, 60, 0], [7, 1, 3, 1], numLocs);
       const q = randn(rng, numTokens * 6 * hd);
       const idx = Int32Array.from({ length: numTokens * 5 }, () => (rng.nextFloat() < 0.2 ? -1 : Math.floor(rng.nextFloat() * 60)));
       for (const [bn, ops] of backends) {
@@ -89,7 +70,7 @@ test('MLA over an fp8_ds_mla latent row (e4m3 latent with 128-block scales + bf1
   for (const [r, dr] of [[64, 16], [512, 64], [136, 24]]) {
     const lat = storeOf(rng, { kind: 'fp8_block', fp8Dims: r }, numLocs, r + dr, 2);
     const base = { numHeads: 5, numKvHeads: 1, headDim: r + dr, vHeadDim: r, scale: 0.1, kRowWidth: r + dr, kOffset: 0, vRowWidth: r + dr, vOffset: 0 };
-    const { batch, numTokens } = randomBatch(rng, [0, 30, 3], [4, 1, 2], numLocs);
+    const { batch, numTokens } = randomAttentionBatch(rng, [0, 30, 3], [4, 1, 2], numLocs);
     const q = randn(rng, numTokens * 5 * (r + dr));
     for (const [bn, ops] of backends) {
       assert.deepEqual(ops.attention(q, numTokens, { ...base, kBuf: lat.store, vBuf: lat.store }, batch), ops.attention(q, numTokens, { ...base, kBuf: lat.f32, vBuf: lat.f32 }, batch), `${bn} ${r}+${dr}`);
@@ -102,7 +83,7 @@ test('DSA indexer top-k over FP8 index keys with a 128-block scale (SGLang act_q
   const numLocs = 300;
   for (const D of [64, 128]) {
     const keys = storeOf(rng, { kind: 'fp8_block', fp8Dims: D }, numLocs, D);
-    const { batch, numTokens } = randomBatch(rng, [0, 100, 7], [40, 1, 2], numLocs);
+    const { batch, numTokens } = randomAttentionBatch(rng, [0, 100, 7], [40, 1, 2], numLocs);
     const H = 4;
     const q = randn(rng, numTokens * H * D);
     const w = randn(rng, numTokens * H);
@@ -119,7 +100,7 @@ test('native and reference agree on stored K/V (the same dequantized values; f64
   const k = storeOf(rng, { kind: 'fp8_e4m3', scale: 0.5 }, 100, 96);
   const v = storeOf(rng, { kind: 'fp8_e4m3', scale: 0.25 }, 100, 96);
   const p: AttentionParams = { numHeads: 4, numKvHeads: 2, headDim: 48, vHeadDim: 48, scale: 0.14, kBuf: k.store, kRowWidth: 96, kOffset: 0, vBuf: v.store, vRowWidth: 96, vOffset: 0 };
-  const { batch, numTokens } = randomBatch(rng, [0, 20], [5, 1], 100);
+  const { batch, numTokens } = randomAttentionBatch(rng, [0, 20], [5, 1], 100);
   const q = randn(rng, numTokens * 4 * 48);
   const a = nat!.attention(q, numTokens, p, batch);
   const b = ref.attention(q, numTokens, p, batch);

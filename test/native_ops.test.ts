@@ -8,6 +8,7 @@ import { Rng, f32ToBf16, f32ToFp8E4m3 } from '../src/common/index.js';
 import { CpuOps, createOps, loadNativeAddon } from '../src/kernels/index.js';
 import type { AttentionBatch, AttentionParams, ExpertWeights, Ops, StoredTensor, Weight } from '../src/kernels/index.js';
 import { runOpsConformance } from '../src/kernels/ops.case.js';
+import { randomAttentionBatch } from './helpers/attention_batch.js';
 
 /** Every method of the Ops interface; the type checks below fail to compile if Ops gains or loses one. */
 const OPS_METHODS = ['prepareWeight', 'allocateWeightBytes', 'allocateKvBuffer', 'matmul', 'embedding', 'rmsNorm', 'layerNorm', 'rope', 'softmax', 'add', 'sigmoid', 'siluAndMul', 'topk', 'attention', 'fusedMoe', 'groupedMatmul', 'indexerTopK'] as const;
@@ -213,31 +214,6 @@ test('topk: random rows, ties and NaN: same indices and values as the reference'
   }
 });
 
-/** A batch of requests with shuffled locs: req i has prefix[i] cached tokens and ext[i] new rows. */
-function randomBatch(rng: Rng, prefix: number[], ext: number[], numLocs: number): { batch: AttentionBatch; numTokens: number } {
-  const stride = Math.max(...prefix.map((p, i) => p + ext[i])) + 3;
-  const free = Array.from({ length: numLocs - 1 }, (_, i) => i + 1);
-  for (let i = free.length - 1; i > 0; i--) {
-    const j = Math.floor(rng.nextFloat() * (i + 1));
-    [free[i], free[j]] = [free[j], free[i]];
-  }
-  const table = new Int32Array((prefix.length + 1) * stride);
-  const start: number[] = [];
-  let t = 0;
-  prefix.forEach((p, i) => {
-    for (let s = 0; s < p + ext[i]; s++) table[(i + 1) * stride + s] = free.pop()!;
-    start.push(t);
-    t += ext[i];
-  });
-  return {
-    numTokens: t,
-    batch: {
-      numReqs: prefix.length, extendStartLoc: Int32Array.from(start), extendSeqLens: Int32Array.from(ext), extendPrefixLens: Int32Array.from(prefix),
-      reqPoolIndices: Int32Array.from(prefix, (_, i) => i + 1), reqToToken: table, reqToTokenStride: stride,
-    },
-  };
-}
-
 function subBatch(b: AttentionBatch, i: number): AttentionBatch {
   return { ...b, numReqs: 1, extendStartLoc: Int32Array.of(0), extendSeqLens: b.extendSeqLens.subarray(i, i + 1), extendPrefixLens: b.extendPrefixLens.subarray(i, i + 1), reqPoolIndices: b.reqPoolIndices.subarray(i, i + 1) };
 }
@@ -254,7 +230,7 @@ test('attention: GQA / MLA-style shared buffer / sparse keys vs the reference, a
   // MLA absorbed: one kv head, K = [latent 40 | rope 8] and V = latent inside one 48-wide row
   const kv = randn(rng, numLocs * 48);
   const mla: AttentionParams = { numHeads: 5, numKvHeads: 1, headDim: 48, vHeadDim: 40, scale: 0.3, kBuf: kv, kRowWidth: 48, kOffset: 0, vBuf: kv, vRowWidth: 48, vOffset: 0 };
-  const { batch, numTokens } = randomBatch(rng, [0, 5, 40, 0], [7, 1, 3, 1], numLocs);
+  const { batch, numTokens } = randomAttentionBatch(rng, [0, 5, 40, 0], [7, 1, 3, 1], numLocs, 3);
   for (const [name, p] of [['gqa 13/11', gqa(13, 11)], ['gqa 64/64', gqa(64, 64)], ['mla', mla]] as [string, AttentionParams][]) {
     const q = randn(rng, numTokens * p.numHeads * p.headDim);
     const got = nat!.attention(q, numTokens, p, batch);
@@ -347,7 +323,7 @@ test('indexerTopK: random batches vs the reference (same picks), per-request inv
   for (const [H, D, topK] of [[4, 13, 5], [16, 64, 256], [8, 64, 16]]) {
     const kRowWidth = D + 3;
     const kBuf = randn(rng, numLocs * kRowWidth);
-    const { batch, numTokens } = randomBatch(rng, [0, 300, 12, 0], [9, 1, 5, 330], numLocs);
+    const { batch, numTokens } = randomAttentionBatch(rng, [0, 300, 12, 0], [9, 1, 5, 330], numLocs, 3);
     const q = randn(rng, numTokens * H * D);
     const wts = randn(rng, numTokens * H);
     const p = { numHeads: H, headDim: D, topK, kBuf, kRowWidth };
@@ -362,7 +338,7 @@ test('indexerTopK: random batches vs the reference (same picks), per-request inv
       row += len;
     }
   }
-  const { batch, numTokens } = randomBatch(rng, [20], [1], 50);
+  const { batch, numTokens } = randomAttentionBatch(rng, [20], [1], 50, 3);
   const bad = { ...batch, reqToToken: batch.reqToToken.map((v) => v + 1000) };
   assert.throws(() => nat!.indexerTopK(randn(rng, numTokens * 8), randn(rng, numTokens), numTokens, { numHeads: 1, headDim: 8, topK: 4, kBuf: randn(rng, 50 * 8), kRowWidth: 8 }, bad), /outside the index keys/);
 });
