@@ -16,6 +16,7 @@ import { BuilderChatPrompt, HttpServer, ParserChatOutput } from '../../src/serve
 import { ChatPromptBuilder, loadTokenizer, tinyTokenizerSpec, writeTinyTokenizer } from '../../src/tokenizer/index.js';
 import type { ChatRequestLike, TinyTokenizerFamily, Tokenizer } from '../../src/tokenizer/index.js';
 import { FIXTURES_DIR, NEEDS_SHARED, REPO_ROOT, SHARED_MISSING } from '../helpers/paths.js';
+import { SEED_WEATHER_TOOL } from '../helpers/seed_tools.js';
 
 interface Script {
   /** Text whose tokens must appear in the prompt for this script to be chosen ('' = always). */
@@ -106,23 +107,7 @@ async function serveScripted(opts: {
   return r;
 }
 
-const WEATHER_TOOLS: OpenAI.Chat.Completions.ChatCompletionTool[] = [
-  {
-    type: 'function',
-    function: {
-      name: 'get_weather',
-      description: 'Get the current weather for a location',
-      parameters: {
-        type: 'object',
-        properties: {
-          location: { type: 'string', description: 'The city name' },
-          unit: { type: 'string', enum: ['celsius', 'fahrenheit'], description: 'Temperature unit' },
-        },
-        required: ['location'],
-      },
-    },
-  },
-];
+const WEATHER_TOOLS: OpenAI.Chat.Completions.ChatCompletionTool[] = [SEED_WEATHER_TOOL];
 const ASK_WEATHER = "What's the weather in Beijing?";
 const TOOL_RESULT = 'The weather in Beijing is 22°C and sunny.';
 const ROUND_TRIP: OpenAI.Chat.Completions.ChatCompletionMessageParam[] = [

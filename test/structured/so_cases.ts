@@ -15,23 +15,6 @@ export const WEATHER_SCHEMA = {
   additionalProperties: false,
 };
 
-/** The seed's get_weather tool (DeepSeek-V3.2 / MiniMax-M2 deployment pages). */
-export const SEED_WEATHER_TOOL = {
-  type: 'function',
-  function: {
-    name: 'get_weather',
-    description: 'Get the current weather for a location',
-    parameters: {
-      type: 'object',
-      properties: {
-        location: { type: 'string', description: 'The city name' },
-        unit: { type: 'string', enum: ['celsius', 'fahrenheit'], description: 'Temperature unit' },
-      },
-      required: ['location'],
-    },
-  },
-};
-
 /** Test tools with bounded arguments (so random-weight models finish their calls). */
 export const BOUNDED_TOOLS = [
   { type: 'function', function: { name: 'get_weather', parameters: WEATHER_SCHEMA } },
