@@ -74,8 +74,8 @@ test('flags whose feature is not built stop start-up with a message saying so', 
   const cases: [string[], RegExp][] = [
     [['--dp', '8', '--tp', '8', '--enable-dp-attention'], /data parallelism \(--dp-size 8 with --enable-dp-attention\).*not supported by tsglang yet/],
     [['--dp', '2'], /data parallelism \(--dp-size 2\)/],
-    [['--speculative-algorithm', 'EAGLE', '--speculative-num-steps', '3'], /speculative decoding/],
-    [['--speculative-num-steps', '3'], /speculative decoding/],
+    [['--speculative-algorithm', 'EAGLE3'], /speculative algorithm EAGLE3 .*EAGLE, NEXTN and STANDALONE are built.*not supported by tsglang yet/],
+    [['--speculative-algorithm', 'NGRAM'], /speculative algorithm NGRAM/],
     [['--disaggregation-mode', 'prefill'], /prefill\/decode disaggregation/],
     [['--kv-cache-dtype', 'fp4_e2m1'], /KV cache dtype 'fp4_e2m1'/],
     [['--enable-prefill-cp', '--cp-strategy', 'interleave'], /context parallelism/],
@@ -164,7 +164,7 @@ test('every problem of a command line is reported in one message (issue 14: one 
   const dir = checkpointDir();
   const { parsed, problems } = parseServerArgsCollecting([
     '--model-path', dir, '--no-such-flag', '1', '--port', 'abc', '--attention-backend', 'nope', '--also-unknown',
-    '--dp', '2', '--pp-size', '2', '--page-size', '0', '--speculative-algorithm', 'EAGLE',
+    '--dp', '2', '--pp-size', '2', '--page-size', '0', '--speculative-algorithm', 'EAGLE3',
   ]);
   const check = checkServerArgs(parsed.args, parsed.given, 2);
   const all = [...problems, ...check.problems].map((p) => p.message);
@@ -174,7 +174,7 @@ test('every problem of a command line is reported in one message (issue 14: one 
     "argument --attention-backend: invalid choice: 'nope' (choose from 'triton', 'torch_native', 'flex_attention', 'dsa', 'nsa', 'dsv4', 'compressed', 'cutlass_mla', 'fa3', 'fa4', 'flashinfer', 'flashmla', 'trtllm_mla', 'cutedsl_mla', 'tokenspeed_mla', 'trtllm_mha', 'dual_chunk_flash_attn', 'aiter', 'wave', 'intel_amx', 'ascend', 'intel_xpu')",
   ]);
   assert.ok(all.includes('argument --page-size: must be ≥ 1, got 0'));
-  for (const re of [/data parallelism \(--dp-size 2/, /pipeline parallelism/, /speculative decoding/]) assert.ok(all.some((m) => re.test(m)), `${re}`);
+  for (const re of [/data parallelism \(--dp-size 2/, /pipeline parallelism/, /speculative algorithm EAGLE3/]) assert.ok(all.some((m) => re.test(m)), `${re}`);
   // the throwing API lists them all too
   assert.throws(() => parseServerArgs(['--a-b-c', '--port', 'x']), (e: unknown) => e instanceof InvalidRequestError
     && /2 problems with the flags/.test(e.message) && /unrecognized arguments: --a-b-c/.test(e.message) && /--port: invalid int value/.test(e.message));
@@ -205,4 +205,20 @@ test('--model-path: a folder without config.json says so', () => {
   const p = parseServerArgs(['--model-path', empty]);
   assert.throws(() => validateServerArgs(p.args, p.given), /argument --model-path: '.*' has no config.json/);
   assert.match(serverArgsHelp({ 'tool-call-parser': ['minimax-m2', 'qwen25'] }), /--tool-call-parser STR +tool-call parser \{minimax-m2,qwen25\}/);
+});
+
+test('speculative flags: SGLang names and defaults, EAGLE / NEXTN / STANDALONE accepted, value ranges checked', () => {
+  const dir = checkpointDir();
+  const { args, given } = parseServerArgs(['--model-path', dir, '--speculative-algorithm', 'NEXTN', '--speculative-num-steps', '2', '--speculative-eagle-topk', '1', '--speculative-num-draft-tokens', '3']);
+  assert.equal(args.speculativeAlgorithm, 'EAGLE');
+  assert.deepEqual([args.speculativeNumSteps, args.speculativeEagleTopk, args.speculativeNumDraftTokens], [2, 1, 3]);
+  assert.equal(args.speculativeDraftModelPath, null);
+  assert.deepEqual([args.speculativeAcceptThresholdSingle, args.speculativeAcceptThresholdAcc], [1, 1]);
+  assert.deepEqual(checkServerArgs(args, given, 2).problems, []);
+  const sa = parseServerArgs(['--model-path', dir, '--speculative-algorithm', 'STANDALONE', '--speculative-draft-model-path', dir]);
+  assert.deepEqual(checkServerArgs(sa.args, sa.given, 2).problems, []);
+  const bad = parseServerArgs(['--model-path', dir, '--speculative-algorithm', 'EAGLE', '--speculative-num-draft-tokens', '1', '--speculative-accept-threshold-acc', '1.5']);
+  const msgs = checkServerArgs(bad.args, bad.given, 2).problems.map((p) => p.message);
+  assert.ok(msgs.includes('argument --speculative-num-draft-tokens: must be ≥ 2, got 1'), msgs.join('\n'));
+  assert.ok(msgs.some((m) => /--speculative-accept-threshold-acc: must be in \(0, 1\]/.test(m)));
 });

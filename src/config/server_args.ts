@@ -84,6 +84,9 @@ export interface ServerArgs {
   speculativeNumSteps: number | null;
   speculativeEagleTopk: number | null;
   speculativeNumDraftTokens: number | null;
+  speculativeDraftModelPath: string | null;
+  speculativeAcceptThresholdSingle: number;
+  speculativeAcceptThresholdAcc: number;
   disaggregationMode: string;
   disaggregationBootstrapPort: number;
   disaggregationTransferBackend: string;
@@ -201,11 +204,14 @@ export const SERVER_FLAGS: readonly FlagSpec[] = [
   { name: 'disable-cuda-graph', key: 'disableCudaGraph', type: 'bool', default: false, help: 'accepted; there are no CUDA graphs on CPU' },
   { name: 'enable-torch-compile', key: 'enableTorchCompile', type: 'bool', default: false, help: 'accepted; tsglang has no torch.compile' },
   { name: 'enable-deterministic-inference', key: 'enableDeterministicInference', type: 'bool', default: false, help: 'accepted; tsglang\'s CPU kernels are batch invariant already' },
-  // speculative decoding and PD disaggregation (not built yet)
-  { name: 'speculative-algorithm', key: 'speculativeAlgorithm', type: 'str', default: null, choices: ['EAGLE', 'EAGLE3', 'NEXTN', 'STANDALONE', 'NGRAM'], help: 'speculative decoding algorithm' },
-  { name: 'speculative-num-steps', key: 'speculativeNumSteps', type: 'int', default: null, help: 'draft depth' },
-  { name: 'speculative-eagle-topk', key: 'speculativeEagleTopk', type: 'int', default: null, help: 'draft branching factor' },
-  { name: 'speculative-num-draft-tokens', key: 'speculativeNumDraftTokens', type: 'int', default: null, help: 'tokens verified per step' },
+  // speculative decoding (scheduler/spec_decode.ts; EAGLE3 and NGRAM are refused) and PD disaggregation (not built yet)
+  { name: 'speculative-algorithm', key: 'speculativeAlgorithm', type: 'str', default: null, choices: ['EAGLE', 'EAGLE3', 'NEXTN', 'STANDALONE', 'NGRAM'], help: 'speculative decoding algorithm (NEXTN = EAGLE: DeepSeek MTP layer as the draft; STANDALONE: a separate draft model)' },
+  { name: 'speculative-draft-model-path', key: 'speculativeDraftModelPath', type: 'str', default: null, aliases: ['speculative-draft-model'], help: 'draft model checkpoint (default: the target, whose MTP layer EAGLE drafts with)' },
+  { name: 'speculative-num-steps', key: 'speculativeNumSteps', type: 'int', default: null, help: 'draft depth (default: auto, DeepSeek 3)' },
+  { name: 'speculative-eagle-topk', key: 'speculativeEagleTopk', type: 'int', default: null, help: 'draft branching factor (default: auto, DeepSeek 1)' },
+  { name: 'speculative-num-draft-tokens', key: 'speculativeNumDraftTokens', type: 'int', default: null, help: 'tokens verified per step (default: auto, DeepSeek 4; topk 1 forces steps + 1)' },
+  { name: 'speculative-accept-threshold-single', key: 'speculativeAcceptThresholdSingle', type: 'float', default: 1.0, help: 'accept a draft token whose target probability reaches this' },
+  { name: 'speculative-accept-threshold-acc', key: 'speculativeAcceptThresholdAcc', type: 'float', default: 1.0, help: 'divides the accumulated target probability the coin is compared with' },
   { name: 'disaggregation-mode', key: 'disaggregationMode', type: 'str', default: 'null', choices: ['null', 'prefill', 'decode'], help: 'PD disaggregation role' },
   { name: 'disaggregation-bootstrap-port', key: 'disaggregationBootstrapPort', type: 'int', default: 8998, help: 'bootstrap port of a prefill server' },
   { name: 'disaggregation-transfer-backend', key: 'disaggregationTransferBackend', type: 'str', default: 'mooncake', choices: ['mooncake', 'nixl', 'ascend', 'mori', 'mooncake_tcp', 'fake'], help: 'KV transfer backend' },
@@ -419,6 +425,13 @@ const VALUE_RULES: readonly ValueRule[] = [
     : a.modelPath !== null && !existsSync(join(a.modelPath, 'config.json'))
       ? `'${a.modelPath}' has no config.json (a checkpoint directory holds config.json, *.safetensors and tokenizer.json; \`tsglang make-tiny --out DIR\` writes one)` : null)],
   ['tokenizer-path', (a) => (a.tokenizerPath !== null && !existsSync(a.tokenizerPath) ? `'${a.tokenizerPath}' does not exist` : null)],
+  ['speculative-num-steps', (a) => atLeast1(a.speculativeNumSteps)],
+  ['speculative-eagle-topk', (a) => atLeast1(a.speculativeEagleTopk)],
+  ['speculative-num-draft-tokens', (a) => (a.speculativeNumDraftTokens !== null && a.speculativeNumDraftTokens < 2 ? `must be ≥ 2, got ${a.speculativeNumDraftTokens}` : null)],
+  ['speculative-accept-threshold-single', (a) => (!(a.speculativeAcceptThresholdSingle > 0 && a.speculativeAcceptThresholdSingle <= 1) ? `must be in (0, 1], got ${a.speculativeAcceptThresholdSingle}` : null)],
+  ['speculative-accept-threshold-acc', (a) => (!(a.speculativeAcceptThresholdAcc > 0 && a.speculativeAcceptThresholdAcc <= 1) ? `must be in (0, 1], got ${a.speculativeAcceptThresholdAcc}` : null)],
+  ['speculative-draft-model-path', (a) => (a.speculativeDraftModelPath !== null && !existsSync(join(a.speculativeDraftModelPath, 'config.json')) ? `'${a.speculativeDraftModelPath}' is not a checkpoint directory (no config.json)` : null)],
+  ['speculative-algorithm', (a) => (a.speculativeAlgorithm === null && a.speculativeDraftModelPath !== null ? 'is required with --speculative-draft-model-path' : null)],
   ['chat-template', (a) => (a.chatTemplate !== null && !existsSync(a.chatTemplate) ? `'${a.chatTemplate}' is not a file (tsglang takes a path to a Jinja template)` : null)],
 ];
 
@@ -433,11 +446,7 @@ const NOT_BUILT_RULES: readonly NotBuiltRule[] = [
   (a) => (a.ppSize > 1 ? `pipeline parallelism (--pp-size ${a.ppSize})` : null),
   // --nnodes > 1: cli/multinode.ts (needs Gloo; checks --dist-init-addr and tp_size % nnodes)
   (a) => (a.enablePrefillCp || a.attnCpSize > 1 ? 'prefill context parallelism (--enable-prefill-cp / --attn-cp-size)' : null),
-  (a) => (a.speculativeAlgorithm !== null ? `speculative decoding (--speculative-algorithm ${a.speculativeAlgorithm})` : null),
-  (a, g) => {
-    const k = ['speculative-num-steps', 'speculative-eagle-topk', 'speculative-num-draft-tokens'].find((f) => g.has(f));
-    return k !== undefined && a.speculativeAlgorithm === null ? `speculative decoding (--${k} without --speculative-algorithm)` : null;
-  },
+  (a) => (a.speculativeAlgorithm === 'EAGLE3' || a.speculativeAlgorithm === 'NGRAM' ? `speculative algorithm ${a.speculativeAlgorithm} (--speculative-algorithm; EAGLE, NEXTN and STANDALONE are built)` : null),
   (a) => (a.disaggregationMode !== 'null' ? `prefill/decode disaggregation (--disaggregation-mode ${a.disaggregationMode})` : null),
   (a) => (a.kvCacheDtype === 'fp4_e2m1' ? `KV cache dtype '${a.kvCacheDtype}' (--kv-cache-dtype; auto = f32, bf16, fp8_e4m3 and fp8_e5m2 are built)` : null),
   (a) => (a.quantization !== null && a.quantization !== 'fp8' ? `quantization '${a.quantization}' (--quantization; FP8 block-scaled checkpoints are built)` : null),

@@ -57,6 +57,14 @@ export interface EngineSlice {
   /** --grammar-backend (xgrammar | none). */
   readonly grammarBackend: string;
   readonly constrainedJsonDisableAnyWhitespace: boolean;
+  /** --speculative-* (algorithm null = off; NEXTN already rewritten to EAGLE). */
+  readonly speculativeAlgorithm: string | null;
+  readonly speculativeDraftModelPath: string | null;
+  readonly speculativeNumSteps: number | null;
+  readonly speculativeEagleTopk: number | null;
+  readonly speculativeNumDraftTokens: number | null;
+  readonly speculativeAcceptThresholdSingle: number;
+  readonly speculativeAcceptThresholdAcc: number;
 }
 
 /**
@@ -118,5 +126,12 @@ export function engineSlice(a: Readonly<ServerArgs>, modelPath: string): EngineS
     logLevel: a.logLevel,
     grammarBackend: a.grammarBackend,
     constrainedJsonDisableAnyWhitespace: a.constrainedJsonDisableAnyWhitespace,
+    speculativeAlgorithm: a.speculativeAlgorithm,
+    speculativeDraftModelPath: a.speculativeDraftModelPath,
+    speculativeNumSteps: a.speculativeNumSteps,
+    speculativeEagleTopk: a.speculativeEagleTopk,
+    speculativeNumDraftTokens: a.speculativeNumDraftTokens,
+    speculativeAcceptThresholdSingle: a.speculativeAcceptThresholdSingle,
+    speculativeAcceptThresholdAcc: a.speculativeAcceptThresholdAcc,
   });
 }

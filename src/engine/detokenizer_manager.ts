@@ -104,6 +104,7 @@ export class DetokenizerManager {
         completionTokens: n,
         cachedTokens: o.cachedTokens,
         numRetractions: o.numRetractions,
+        ...(o.spec ? { spec: o.spec } : {}),
         ...(st.hasLogprobs
           ? {
               outputTokenLogprobs: st.outLp,

@@ -279,6 +279,7 @@ export class Engine implements EngineApi {
       completionTokens: o.completionTokens,
       cachedTokens: o.cachedTokens,
       numRetractions: o.numRetractions,
+      ...(o.spec ? { spec: o.spec } : {}),
       ...(finished ? { e2eLatencyS: (performance.now() - st.arrivalMs) / 1000 } : {}),
       ...(o.outputTokenLogprobs
         ? {

@@ -7,7 +7,8 @@ import { join } from 'node:path';
 import { F32_CODEC, kvCodecName, Logger, parseKvCacheDtype, SILENT_LOGGER, TsglangError, UnsupportedFeatureError } from '../common/index.js';
 import type { KvCodec } from '../common/index.js';
 import { deriveContextLength, loadModelConfig, readKernelEnv, type KernelEnv } from '../config/index.js';
-import { CacheManager, Scheduler, type StepStats } from '../scheduler/index.js';
+import { CacheManager, Scheduler, SpecDecoder, type StepStats } from '../scheduler/index.js';
+import { createDraftModel, draftKvBytesPerToken, draftKvLayout, resolveSpecConfig, type SpecConfig } from '../speculative/index.js';
 import { ChunkCache, KVPool, kvBytesPerToken as kvBytesPerTokenOf, RadixCache, ReqToTokenPool, TokenToKVPoolAllocator } from '../mem_cache/index.js';
 import { ModelRunner, launchTpRanks, planMemory, readAvailableMemoryBytes, type ForwardModel, type TpLaunch } from '../executor/index.js';
 import { computeBackendFor, createOps, loadNativeAddon, type NativeAddon, type NativeHandle } from '../kernels/index.js';
@@ -136,6 +137,7 @@ export class EngineCore {
   emitTimeMs = 0;
   private numDecodeSteps = 0;
   private lastRatio = 0;
+  private lastGenerated = 0;
 
   /**
    * Loads the model (unless given) and the tokenizer (unless given: in-process engines share the caller's), sizes the KV pool from memory (executor/memory_plan.ts), prints the capacity.
@@ -161,6 +163,9 @@ export class EngineCore {
       ? null
       : deriveContextLength(loadModelConfig(options.modelPath, options.jsonModelOverrideArgs ?? {}).maxPositionEmbeddings, options.contextLength, warnContext);
     let cm: CoreModel;
+    /** The model the speculative draft comes from (EAGLE: one holding the MTP layer; STANDALONE: the draft LM). */
+    let draftSource: ForwardModel | null = null;
+    let draftVocab = 0;
     /** KV-cache storage from the model's backend (huge pages on the native one); plain arrays for an injected model. */
     let kvAlloc: ((n: number) => Float32Array) | undefined;
     const tpSize = options.tpSize ?? 1;
@@ -175,6 +180,21 @@ export class EngineCore {
         const ops = createOps({ ...(options.numThreads !== undefined ? { threads: options.numThreads } : {}), ...(options.kernelEnv ? { env: options.kernelEnv } : {}) });
         kvAlloc = (n) => ops.allocateKvBuffer(n);
         loaded = loadModel(options.modelPath, { ops, overrides: options.jsonModelOverrideArgs ?? {}, logger });
+      }
+      if (options.speculativeAlgorithm) {
+        // The draft runs unsharded on this thread: EAGLE at tp 1 drafts with the target's own MTP layer.
+        const algo = options.speculativeAlgorithm === 'NEXTN' ? 'EAGLE' : options.speculativeAlgorithm;
+        const path = options.speculativeDraftModelPath ?? options.modelPath;
+        if (algo === 'EAGLE' && tpSize === 1 && path === options.modelPath) {
+          draftSource = loaded.model;
+          draftVocab = loaded.config.vocabSize;
+        } else if (algo === 'EAGLE' || algo === 'STANDALONE') {
+          const ops = createOps({ ...(options.numThreads !== undefined ? { threads: options.numThreads } : {}), ...(options.kernelEnv ? { env: options.kernelEnv } : {}) });
+          const d = loadModel(path, { ops, overrides: path === options.modelPath ? options.jsonModelOverrideArgs ?? {} : {}, logger });
+          draftSource = d.model;
+          draftVocab = d.config.vocabSize;
+          kvAlloc ??= (n) => ops.allocateKvBuffer(n);
+        }
       }
       const gen = tokenizer?.eosTokenIds ?? [];
       const cfgEos = loaded.config.raw['eos_token_id'];
@@ -193,9 +213,21 @@ export class EngineCore {
     const contextLength = checkedContext ?? deriveContextLength(cm.maxPositionEmbeddings, options.contextLength, warnContext);
     const maxPrefillTokens = options.maxPrefillTokens ?? DEFAULT_MAX_PREFILL_TOKENS;
     const layout = cm.model.kvPoolLayout(kvCacheDtype);
+    // Speculative decoding (serving-spec §4.1): SGLang's resolved (steps, topk, draft tokens); max_running_requests
+    // defaults to 48 and mixed chunk is off.
+    const spec: SpecConfig | null = options.speculativeAlgorithm
+      ? resolveSpecConfig({
+        algorithm: options.speculativeAlgorithm, numSteps: options.speculativeNumSteps ?? null, topk: options.speculativeEagleTopk ?? null,
+        numDraftTokens: options.speculativeNumDraftTokens ?? null, acceptThresholdSingle: options.speculativeAcceptThresholdSingle ?? 1,
+        acceptThresholdAcc: options.speculativeAcceptThresholdAcc ?? 1,
+      }, cm.architecture, pageSize)
+      : null;
+    if (spec && !draftSource) throw new UnsupportedFeatureError('speculative decoding needs a loaded model (no draft for an injected model)');
+    const draftLayout = spec ? draftKvLayout(draftSource!, spec.algorithm, kvCacheDtype) : null;
     // Every TP rank holds a KV pool of this layout (its heads; MLA's latent replicated) in this process's memory,
-    // each row in the KV dtype's codec.
-    const kvBytesPerToken = kvBytesPerTokenOf(layout) * tpSize;
+    // each row in the KV dtype's codec; the draft's pool (same token slots) is budgeted with it.
+    const kvBytesPerToken = kvBytesPerTokenOf(layout) * tpSize + (draftLayout ? draftKvBytesPerToken(draftLayout) : 0);
+    const maxRunningOpt = options.maxRunningRequests ?? (spec ? 48 : null);
     const plan = planMemory({
       totalMemBytes: memBefore,
       availableAfterLoadBytes: Math.min(memAfter, memBefore),
@@ -206,7 +238,7 @@ export class EngineCore {
       maxTotalTokens: options.maxTotalTokens ?? null,
       pageSize,
       contextLength,
-      maxRunningRequests: options.maxRunningRequests ?? null,
+      maxRunningRequests: maxRunningOpt,
     });
     const capacity = plan.maxTotalNumTokens;
     const kvPool = new KVPool(layout, capacity + pageSize, Math.min(capacity + pageSize, 64 * pageSize), kvAlloc ? (n) => kvAlloc(n) : undefined);
@@ -215,6 +247,15 @@ export class EngineCore {
     const rowLen = Math.min(contextLength, capacity) + pageSize;
     const reqToTokenPool = new ReqToTokenPool(plan.reqToTokenPoolSize + 1, rowLen);
     const runner = new ModelRunner(cm.model, kvPool, cm.vocabSize);
+    const specDecoder = spec
+      ? new SpecDecoder(spec, createDraftModel({
+        algorithm: spec.algorithm, model: draftSource!, vocabSize: draftVocab, targetVocabSize: cm.vocabSize, targetMaxLocs: kvPool.maxLocs,
+        scratchLocs: plan.maxRunningRequests * spec.topk * Math.max(0, spec.numSteps - 1), kvCacheDtype, ...(kvAlloc ? { allocKv: kvAlloc } : {}),
+      }), kvPool.maxLocs)
+      : null;
+    if (spec) {
+      logger.info(`Speculative decoding: ${spec.algorithm} (num_steps=${spec.numSteps}, eagle_topk=${spec.topk}, num_draft_tokens=${spec.numDraftTokens}), draft KV ${draftKvBytesPerToken(draftLayout!)} bytes/token`);
+    }
     // SGLang: no grammar backend with --grammar-backend none or --skip-tokenizer-init.
     const wake: { core: EngineCore | null } = { core: null };
     const grammar =
@@ -237,7 +278,7 @@ export class EngineCore {
         chunkedPrefillSize: plan.chunkedPrefillSize,
         schedulePolicy: options.schedulePolicy ?? 'fcfs',
         scheduleConservativeness: options.scheduleConservativeness ?? 1,
-        enableMixedChunk: options.enableMixedChunk ?? false,
+        enableMixedChunk: spec ? false : options.enableMixedChunk ?? false,
         contextLength,
         maxTotalNumTokens: capacity,
         eosTokenIds: cm.eosTokenIds,
@@ -246,6 +287,7 @@ export class EngineCore {
       runner,
       new CacheManager(reqToTokenPool, allocator, cache),
       grammar,
+      specDecoder,
     );
     const gib = (b: number): string => (b / 1024 ** 3).toFixed(2);
     // SGLang's start-up lines (memory_pool.py / scheduler.py), with CPU RAM in place of GPU memory.
@@ -281,6 +323,7 @@ export class EngineCore {
       disableRadixCache: options.disableRadixCache ?? false,
       defaultSamplingParams: readGenerationDefaults(options.modelPath),
       kvCacheMaxBytes: kvPool.maxLocs * kvPool.bytesPerToken,
+      ...(spec ? { speculative: { algorithm: spec.algorithm, numSteps: spec.numSteps, topk: spec.topk, numDraftTokens: spec.numDraftTokens } } : {}),
     };
     const core = new EngineCore(info, scheduler, tokenizer, options.streamInterval ?? 1, send, logger, grammar);
     wake.core = core;
@@ -371,8 +414,16 @@ export class EngineCore {
       this.tp.lastGenThroughput = (this.tp.windowTokens * 1000) / elapsed;
       this.tp.windowStartMs = nowMs;
       this.tp.windowTokens = 0;
+      const spec = this.scheduler.spec;
+      let specPart = '';
+      if (spec) {
+        const w = spec.takeWindow();
+        const len = w.verifies > 0 ? w.emitted / w.verifies : 0;
+        const rate = w.verifies > 0 ? w.acceptedDrafts / (w.verifies * (spec.cfg.numDraftTokens - 1)) : 0;
+        specPart = `accept len: ${len.toFixed(2)}, accept rate: ${rate.toFixed(2)}, `;
+      }
       this.logger.info(
-        `Decode batch. #running-req: ${st.numDecodeReqs}, #token: ${used}, token usage: ${usage}, cuda graph: False, ` +
+        `Decode batch. #running-req: ${st.numDecodeReqs}, #token: ${used}, token usage: ${usage}, ${specPart}cuda graph: False, ` +
           `gen throughput (token/s): ${this.tp.lastGenThroughput.toFixed(2)}, #queue-req: ${st.numWaiting},`,
       );
     }
@@ -394,6 +445,10 @@ export class EngineCore {
       kvCacheCommittedBytes: s.runner.kvPool.committedLocs * s.runner.kvPool.bytesPerToken,
       numGrammarQueueReqs: s.grammarQueue.length,
       numSoRequests: this.grammar?.numSoRequests ?? 0,
+      ...(s.spec ? {
+        avgSpecAcceptLength: s.spec.avgAcceptLength,
+        specAcceptRate: s.spec.total.verifies > 0 ? s.spec.total.acceptedDrafts / (s.spec.total.verifies * (s.spec.cfg.numDraftTokens - 1)) : 0,
+      } : {}),
     };
   }
 
@@ -441,7 +496,10 @@ export class EngineCore {
     if (st) {
       this.stepTimeMs += t1 - t0;
       this.numSteps++;
-      this.tp.windowTokens += st.numDecodeReqs;
+      // tokens generated this step (a speculative verify emits several per request)
+      const gen = this.scheduler.totalGeneratedTokens;
+      this.tp.windowTokens += st.numExtendReqs === 0 ? gen - this.lastGenerated : st.numDecodeReqs;
+      this.lastGenerated = gen;
       this.logStep(st, t1);
       this.profiler.onStep(st, t0, tDetok - t0, t1 - tDetok);
     }

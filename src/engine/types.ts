@@ -91,6 +91,8 @@ export interface GenerateOutput {
   readonly cachedTokens: number;
   /** Times this request was retracted (SGLang meta_info retraction count). */
   readonly numRetractions: number;
+  /** Speculative decoding (when on): verify steps, accepted draft tokens, tokens per verify (cumulative). */
+  readonly spec?: { readonly verifyCt: number; readonly acceptedTokens: number; readonly numDraftTokens: number };
   /** Seconds from arrival to finish (finished outputs only). */
   readonly e2eLatencyS?: number;
   /** Present when returnLogprob. */
@@ -127,6 +129,17 @@ export interface EngineOptions {
   readonly disableRadixCache?: boolean;
   /** --enable-mixed-chunk (extend + running decodes in one forward). */
   readonly enableMixedChunk?: boolean;
+  /** --speculative-algorithm EAGLE | NEXTN | STANDALONE (null/absent = off). */
+  readonly speculativeAlgorithm?: string | null;
+  /** --speculative-draft-model-path (default: the target; EAGLE drafts with its MTP layer). */
+  readonly speculativeDraftModelPath?: string | null;
+  /** --speculative-num-steps / -eagle-topk / -num-draft-tokens (null = SGLang's auto choice). */
+  readonly speculativeNumSteps?: number | null;
+  readonly speculativeEagleTopk?: number | null;
+  readonly speculativeNumDraftTokens?: number | null;
+  /** --speculative-accept-threshold-single / -acc (default 1.0: exact target distribution). */
+  readonly speculativeAcceptThresholdSingle?: number;
+  readonly speculativeAcceptThresholdAcc?: number;
   /** --stream-interval (default 1). */
   readonly streamInterval?: number;
   /** --random-seed: base seed for requests without their own seed. */
@@ -199,6 +212,8 @@ export interface EngineInfo {
    * slots, so RSS grows towards this bound under varied load (SGLang commits the whole pool up front).
    */
   readonly kvCacheMaxBytes?: number;
+  /** Speculative decoding in effect (resolved steps / topk / draft tokens), absent when off. */
+  readonly speculative?: { readonly algorithm: string; readonly numSteps: number; readonly topk: number; readonly numDraftTokens: number };
 }
 
 /** Live load statistics (for /get_server_info, /metrics). */
@@ -223,6 +238,9 @@ export interface EngineLoad {
   readonly numGrammarQueueReqs?: number;
   /** Requests with a grammar constraint so far (sglang:num_so_requests_total). */
   readonly numSoRequests?: number;
+  /** Speculative decoding: average accept length since start-up (emitted tokens per request-verify), and accept rate. */
+  readonly avgSpecAcceptLength?: number;
+  readonly specAcceptRate?: number;
 }
 
 /**

@@ -48,6 +48,8 @@ export interface RunResult {
   readonly samples: RowSample[];
   /** One per ScoreRowRequest, same order. */
   readonly scores: RowScore[];
+  /** [numTokens, hiddenSize] f32 final-norm hidden states of every row, when batch.captureAllHidden (EAGLE). */
+  readonly allHiddenStates?: Float32Array;
 }
 
 /**
@@ -88,6 +90,26 @@ export class ModelRunner {
    * @throws InternalError when the model returns a logits array of the wrong size
    */
   run(batch: ForwardBatch, sample: readonly SampleRowRequest[], score: readonly ScoreRowRequest[]): RunResult {
+    const t1 = performance.now();
+    const out = this.forwardRaw(batch);
+    const V = this.vocabSize;
+    const scores: RowScore[] = score.map((s) => scoreRow(out.logits.subarray(s.logitIdx * V, (s.logitIdx + 1) * V), s.tokenId, s.topLogprobsNum));
+    // Sampling rewrites its row in place: sample rows and score rows are distinct, and the logits are this step's scratch.
+    // (sampleRows: every row of the step in one call of the fused native sampler when installed, else sampleRow each)
+    const samples = sampleRows(out.logits, V, sample);
+    this.sampleTimeMs += performance.now() - t1 - this.lastForwardMs;
+    return out.allHiddenStates ? { samples, scores, allHiddenStates: out.allHiddenStates } : { samples, scores };
+  }
+
+  private lastForwardMs = 0;
+
+  /**
+   * Runs the model on `batch` and returns its raw output (speculative verify samples the rows itself). The logits
+   * live in this runner's reused buffer: consume them before the next forward.
+   * @returns logits [batch.logitRows.length, vocabSize] f32 (+ hidden states as the batch asks)
+   * @throws InternalError when the batch uses another KV pool or the model returns logits of the wrong size
+   */
+  forwardRaw(batch: ForwardBatch): ForwardOutput {
     assert(batch.kvPool === this.kvPool, 'ModelRunner: batch uses another KV pool');
     const t0 = performance.now();
     // the logits land in this runner's buffer, reused from step to step (they are consumed below)
@@ -96,16 +118,11 @@ export class ModelRunner {
       this.logitsBuf = new Float32Array(Math.min(MAX_REUSED_LOGITS, Math.max(need, Math.ceil(1.25 * this.logitsBuf.length))));
     }
     const out = this.model.forward(need > 0 && need <= this.logitsBuf.length ? { ...batch, logitsOut: this.logitsBuf } : batch);
-    const t1 = performance.now();
-    this.forwardTimeMs += t1 - t0;
+    this.lastForwardMs = performance.now() - t0;
+    this.forwardTimeMs += this.lastForwardMs;
     this.numForwards++;
     const V = this.vocabSize;
     assert(out.logits.length === batch.logitRows.length * V, () => `ModelRunner: logits length ${out.logits.length} != ${batch.logitRows.length} × ${V}`);
-    const scores: RowScore[] = score.map((s) => scoreRow(out.logits.subarray(s.logitIdx * V, (s.logitIdx + 1) * V), s.tokenId, s.topLogprobsNum));
-    // Sampling rewrites its row in place: sample rows and score rows are distinct, and the logits are this step's scratch.
-    // (sampleRows: every row of the step in one call of the fused native sampler when installed, else sampleRow each)
-    const samples = sampleRows(out.logits, V, sample);
-    this.sampleTimeMs += performance.now() - t1;
-    return { samples, scores };
+    return out;
   }
 }

@@ -53,6 +53,11 @@ export interface ForwardBatch {
   readonly logitRows: Int32Array;
   /** If true the model also returns the final-norm hidden states of `logitRows` (MTP / EAGLE input). */
   readonly captureHiddenStates?: boolean;
+  /**
+   * If true the model also returns the final-norm hidden states of every token row (`allHiddenStates`; EAGLE's
+   * draft input: the target hidden state of each position, serving-spec §4.2). Models without an MTP draft ignore it.
+   */
+  readonly captureAllHidden?: boolean;
   /** If true the model also returns the routed experts of every token and MoE layer (debug / tests; added by A). */
   readonly captureRoutedExperts?: boolean;
   /**
@@ -72,6 +77,8 @@ export interface ForwardOutput {
   readonly logits: Float32Array;
   /** [numLogitRows, hiddenSize] f32 final-norm hidden states, when batch.captureHiddenStates. */
   readonly hiddenStates?: Float32Array;
+  /** [numTokens, hiddenSize] f32 final-norm hidden states of every token row, when batch.captureAllHidden. */
+  readonly allHiddenStates?: Float32Array;
   /**
    * When batch.captureRoutedExperts: per decoder layer (index = layer id; null for a dense layer) the
    * [numTokens, topK] i32 routed expert ids of every token row, in selection order.

@@ -203,7 +203,8 @@ export class DeepseekV32ForCausalLM implements CausalLM {
     }
     const h = this.ops.rmsNorm(x, T, this.deepseek.hiddenSize, this.norm, this.deepseek.rmsNormEps);
     const out = this.logits.forward(h, batch, this.lmHead);
-    return batch.captureRoutedExperts ? { ...out, routedExperts: routed } : out;
+    const withHidden = batch.captureAllHidden ? { ...out, allHiddenStates: h } : out;
+    return batch.captureRoutedExperts ? { ...withHidden, routedExperts: routed } : withHidden;
   }
 }
 

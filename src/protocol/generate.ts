@@ -77,8 +77,17 @@ export interface GenerateMetaInfo {
   output_top_logprobs?: (WireTokenLogprob[] | null)[];
   completion_tokens: number;
   cached_tokens: number;
+  /** Speculative decoding (present when the server runs it). */
+  spec_accept_rate?: number;
+  spec_accept_length?: number;
+  spec_verify_ct?: number;
+  spec_accept_token_num?: number;
+  spec_draft_token_num?: number;
   e2e_latency?: number;
 }
+
+/** The speculative fields of GenerateMetaInfo. */
+export type SpecMetaInfo = Pick<GenerateMetaInfo, 'spec_accept_rate' | 'spec_accept_length' | 'spec_verify_ct' | 'spec_accept_token_num' | 'spec_draft_token_num'>;
 
 /**
  * One /generate response object (or one streaming event, with cumulative text and output_ids). Without a tokenizer

@@ -8,3 +8,4 @@ export * from './cache_manager.js';
 export * from './forward_batch_builder.js';
 export * from './scheduler.js';
 export * from './grammar.js';
+export * from './spec_decode.js';

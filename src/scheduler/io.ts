@@ -40,6 +40,8 @@ export interface ReqTokenOutput {
   readonly completionTokens: number;
   readonly cachedTokens: number;
   readonly numRetractions: number;
+  /** Speculative decoding counters (present when it is on): verify steps, accepted drafts, tokens per verify. */
+  readonly spec?: { readonly verifyCt: number; readonly acceptedTokens: number; readonly numDraftTokens: number };
   /** Per new id: [logprob, id] (when returnLogprob). */
   readonly outputTokenLogprobs?: [number, number][];
   readonly outputTopLogprobs?: [number, number][][];

@@ -76,6 +76,21 @@ export class Req {
   outputTokenLogprobs: [number, number][] = [];
   outputTopLogprobs: [number, number][][] = [];
 
+  // --- speculative decoding (scheduler/spec_decode.ts) ---
+  /** Tokens verified per step when speculative decoding is on (0 = off: no spec fields in outputs). */
+  specNumDraftTokens = 0;
+  /** Positions whose draft KV is in the draft pool. */
+  specDraftLen = 0;
+  /** The draft's top-k for the next token (level 0 of the next draft) and their probabilities. */
+  specTopIds: Int32Array | null = null;
+  specTopP: Float32Array | null = null;
+  /** EAGLE: the draft's output hidden state paired with level 0 (hiddenSize f32). */
+  specHidden: Float32Array | null = null;
+  /** Verify steps this request took (SGLang spec_verify_ct). */
+  specVerifyCt = 0;
+  /** Draft tokens accepted over those steps (SGLang spec_accepted_tokens). */
+  specAcceptedTokens = 0;
+
   /**
    * @param t tokenized request
    * @param maxNewTokens clamped max_new_tokens
@@ -169,6 +184,9 @@ export class Req {
       cachedTokens: this.cachedTokens,
       numRetractions: this.numRetractions,
     };
+    if (this.specNumDraftTokens > 0) {
+      out.spec = { verifyCt: this.specVerifyCt, acceptedTokens: this.specAcceptedTokens, numDraftTokens: this.specNumDraftTokens };
+    }
     if (this.returnLogprob) {
       out.outputTokenLogprobs = this.outputTokenLogprobs.slice(from);
       out.outputTopLogprobs = this.outputTopLogprobs.slice(from);

@@ -23,6 +23,7 @@ import { GRAMMAR_BACKEND_NONE_MESSAGE, GRAMMAR_TIMEOUT_MS, type GrammarSchedulin
 import { lowerScheduleBatch } from './schedule_batch.js';
 import type { ExtendItem, ScheduleBatch } from './schedule_batch.js';
 import { CLIP_MAX_NEW_TOKENS_ESTIMATION, PrefillAdder, sortWaitingQueue, type SchedulePolicy } from './schedule_policy.js';
+import type { SpecDecoder } from './spec_decode.js';
 
 /** The scheduler's configuration slice. */
 export interface SchedulerConfig {
@@ -147,8 +148,12 @@ export class Scheduler {
    * @param runner model + KV pool
    * @param mem request table, allocator and prefix cache
    */
-  constructor(cfg: SchedulerConfig, runner: ModelRunner, mem: CacheManager, grammar: GrammarScheduling | null = null) {
+  /** Speculative decoding (null = off): decode steps verify draft trees (scheduler/spec_decode.ts). */
+  readonly spec: SpecDecoder | null;
+
+  constructor(cfg: SchedulerConfig, runner: ModelRunner, mem: CacheManager, grammar: GrammarScheduling | null = null, spec: SpecDecoder | null = null) {
     this.cfg = cfg;
+    this.spec = spec;
     this.grammar = grammar;
     this.runner = runner;
     this.mem = mem;
@@ -190,6 +195,7 @@ export class Scheduler {
     const maxNew = Math.max(0, Math.min(t.params.maxNewTokens ?? MAX_NEW_TOKENS_UNSET, this.maxReqLen - inLen - 1));
     if (t.params.grammar && !this.grammar) throw new InvalidRequestError(GRAMMAR_BACKEND_NONE_MESSAGE, null);
     const req = new Req(t, maxNew, this.cfg.eosTokenIds);
+    if (this.spec) req.specNumDraftTokens = this.spec.cfg.numDraftTokens;
     if (req.grammar && this.grammar) {
       this.grammar.open(req.rid, req.grammar, req.requireReasoning);
       req.grammarQueuedAtMs = performance.now();
@@ -304,6 +310,7 @@ export class Scheduler {
       return { stats: null, outputs };
     }
     this.stepReqs = [...extends_.map((it) => it.req), ...decodes];
+    if (this.spec && extends_.length === 0) return this.runSpecDecode(decodes, outputs, tStart, numRunningBefore, numRetracted);
 
     // Allocate one KV slot for each decode (checked to fit).
     const decodeLocs = decodes.map((req) => {
@@ -318,9 +325,10 @@ export class Scheduler {
       for (const req of decodes) if (req.grammar) req.vocabMask = this.grammar.mask(req.rid);
     }
 
-    // Lower to a ForwardBatch.
+    // Lower to a ForwardBatch (EAGLE: the target's hidden states seed the draft).
     const { entries, sample, score, sampled, scoreOwners, numExtendTokens } = lowerScheduleBatch(extends_, decodes, decodeLocs);
-    const batch = buildForwardBatch(entries, this.mem.reqToTokenPool.reqToToken, this.mem.reqToTokenPool.maxContextLen, this.runner.kvPool);
+    const built = buildForwardBatch(entries, this.mem.reqToTokenPool.reqToToken, this.mem.reqToTokenPool.maxContextLen, this.runner.kvPool);
+    const batch = this.spec?.draft.needsHidden ? { ...built, captureAllHidden: true } : built;
     const tRun = performance.now();
     this.scheduleTimeMs += tRun - tStart;
     const result = this.runner.run(batch, sample, score);
@@ -355,20 +363,46 @@ export class Scheduler {
     }
     result.samples.forEach((s, i) => {
       const req = sampled[i];
-      req.appendToken(s.tokenId);
-      if (req.grammar && this.grammar) {
-        req.vocabMask = null;
-        // SGLang check_finished: a terminated grammar finishes the request (also with ignore_eos)
-        if (this.grammar.accept(req.rid, s.tokenId) && !req.finishReason) req.finishReason = { type: 'stop', matched: s.tokenId };
-      }
-      this.totalGeneratedTokens++;
+      this.appendSampled(req, s.tokenId);
       if (req.returnLogprob) {
         req.outputTokenLogprobs.push([s.logprob, s.tokenId]);
         req.outputTopLogprobs.push(s.topLogprobs);
       }
     });
+    if (this.spec) this.spec.afterExtend(extends_, result.allHiddenStates, this.mem);
     // A suspect that ran a decode step alone has shown it runs: it is scheduled with the others again.
     if (decodes.length === 1 && extends_.length === 0) decodes[0].isolate = false;
+    const numFinished = this.settle(touched, outputs);
+    const stats = this.stepStats(batch.forwardMode, entries.length, extends_.length, decodes.length, numExtendTokens, cachedThisStep, hasUnfinishedChunk, numRetracted, numFinished, numRunningBefore);
+    this.postprocessTimeMs += performance.now() - tPost;
+    return { stats, outputs };
+  }
+
+  /** Appends a sampled token: stop rules, the grammar (SGLang check_finished: a terminated grammar finishes the request, also with ignore_eos). */
+  private appendSampled(req: Req, tokenId: number): void {
+    req.appendToken(tokenId);
+    if (req.grammar && this.grammar) {
+      req.vocabMask = null;
+      if (this.grammar.accept(req.rid, tokenId) && !req.finishReason) req.finishReason = { type: 'stop', matched: tokenId };
+    }
+    this.totalGeneratedTokens++;
+  }
+
+  /** A speculative decode step of `decodes` (scheduler/spec_decode.ts); the same finish and output handling as a decode. */
+  private runSpecDecode(decodes: readonly Req[], outputs: ReqTokenOutput[], tStart: number, numRunningBefore: number, numRetracted: number): StepResult {
+    const tRun = performance.now();
+    this.scheduleTimeMs += tRun - tStart;
+    this.spec!.decodeStep(decodes, this.mem, this.runner, this.grammar, (req, token) => this.appendSampled(req, token));
+    const tPost = performance.now();
+    if (decodes.length === 1) decodes[0].isolate = false;
+    const numFinished = this.settle(decodes, outputs);
+    const stats = this.stepStats('decode', decodes.length, 0, decodes.length, 0, 0, false, numRetracted, numFinished, numRunningBefore);
+    this.postprocessTimeMs += performance.now() - tPost;
+    return { stats, outputs };
+  }
+
+  /** Finished requests release their KV (to the prefix cache); the others (re)join the running batch. @returns finished count */
+  private settle(touched: readonly Req[], outputs: ReqTokenOutput[]): number {
     let numFinished = 0;
     for (const req of touched) {
       if (req.isFinished) {
@@ -383,19 +417,16 @@ export class Scheduler {
       }
       outputs.push(req.takeOutput());
     }
+    return numFinished;
+  }
 
+  private stepStats(
+    forwardMode: ForwardMode, numReqs: number, numExtendReqs: number, numDecodeReqs: number, numExtendTokens: number, numCachedTokens: number,
+    hasUnfinishedChunk: boolean, numRetracted: number, numFinished: number, numRunningBefore: number,
+  ): StepStats {
     const stats: StepStats = {
-      step: this.stepCount++,
-      forwardMode: batch.forwardMode,
-      numReqs: entries.length,
-      numExtendReqs: extends_.length,
-      numDecodeReqs: decodes.length,
-      numExtendTokens,
-      numCachedTokens: cachedThisStep,
-      hasUnfinishedChunk,
-      numRetracted,
-      numFinished,
-      numRunningBefore,
+      step: this.stepCount++, forwardMode, numReqs, numExtendReqs, numDecodeReqs, numExtendTokens, numCachedTokens, hasUnfinishedChunk,
+      numRetracted, numFinished, numRunningBefore,
       numRunning: this.running.length,
       numWaiting: this.waiting.length,
       availableTokens: this.mem.allocator.availableSize(),
@@ -403,8 +434,7 @@ export class Scheduler {
       newTokenRatio: this.newTokenRatio,
     };
     if (this.cfg.recordStats) this.statsHistory.push(stats);
-    this.postprocessTimeMs += performance.now() - tPost;
-    return { stats, outputs };
+    return stats;
   }
 
   /**
@@ -488,6 +518,7 @@ export class Scheduler {
       const { tokens, result } = budget.newReqTokens(req, extendLen, plan.length > 0);
       if (result !== 'continue') break;
       this.mem.admit(req, match);
+      this.spec?.onAdmit(req, this.mem, match.indices.length);
       req.cachedTokens += match.indices.length;
       cached += match.indices.length;
       this.totalCachedTokens += match.indices.length;
@@ -539,7 +570,9 @@ export class Scheduler {
    */
   private prepareDecode(): number {
     const P = this.cfg.pageSize;
-    const pagesFor = (reqs: readonly Req[]): number => reqs.filter((r) => r.kvCommittedLen % P === 0).length * P;
+    // one token per request (a page when it crosses into one); speculative: its verify slots
+    const D = this.spec?.tokensPerStep ?? 1;
+    const pagesFor = (reqs: readonly Req[]): number => reqs.reduce((s, r) => s + this.mem.allocator.pagesNeeded(r.kvCommittedLen, D), 0) * P;
     let numRetracted = 0;
     if (!this.mem.ensureFree(pagesFor(this.running))) {
       const order = [...this.running].sort(

@@ -401,6 +401,7 @@ async function serverInfo(s: HttpServer, ex: Exchange): Promise<void> {
       token_usage: load.tokenUsage,
       cache_hit_rate: load.cacheHitRate,
       kv_cache_committed_bytes: load.kvCacheCommittedBytes ?? null,
+      ...(load.avgSpecAcceptLength !== undefined ? { avg_spec_accept_length: load.avgSpecAcceptLength } : {}),
     }],
     version: d.version,
     ...(d.tsglangVersion !== undefined ? { tsglang_version: d.tsglangVersion } : {}),

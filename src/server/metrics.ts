@@ -52,6 +52,10 @@ export class ServerMetrics {
     gauge('sglang:cache_hit_rate', 'The prefix cache hit rate.', (l) => l.cacheHitRate);
     gauge('sglang:num_retracted_reqs', 'The number of retracted requests.', (l) => l.numRetractedReqs);
     gauge('sglang:kv_cache_committed_bytes', 'Bytes of KV cache pool memory committed so far (tsglang: the pool is committed as it fills).', (l) => l.kvCacheCommittedBytes ?? 0);
+    if (engine.info.speculative) {
+      gauge('sglang:spec_accept_length', 'The average acceptance length of speculative decoding.', (l) => l.avgSpecAcceptLength ?? 0);
+      gauge('sglang:spec_accept_rate', 'The average acceptance rate of speculative decoding.', (l) => l.specAcceptRate ?? 0);
+    }
     gauge('sglang:num_grammar_queue_reqs', 'The number of requests in the grammar waiting queue.', (l) => l.numGrammarQueueReqs ?? 0);
     let soSeen = 0;
     const soLabels = this.labels;

@@ -131,6 +131,8 @@ export interface ChoiceResult {
   completionTokens: number;
   cachedTokens: number;
   numRetractions: number;
+  /** Speculative counters (when on). */
+  spec?: { verifyCt: number; acceptedTokens: number; numDraftTokens: number };
   e2eLatencyS: number | undefined;
   outputTokenLogprobs: [number, number][];
   outputTopLogprobs: [number, number][][];
@@ -155,6 +157,7 @@ export function accumulate(c: ChoiceResult, o: GenerateOutput): void {
   c.completionTokens = o.completionTokens;
   c.cachedTokens = o.cachedTokens;
   c.numRetractions = o.numRetractions;
+  if (o.spec) c.spec = { ...o.spec };
   if (o.finished) { c.finishReason = o.finishReason; c.e2eLatencyS = o.e2eLatencyS; }
   const lp = o.logprobs;
   if (lp) {

@@ -2,7 +2,7 @@
 // managers/tokenizer_manager.py): text or input_ids (single or batch), sampling_params, stream with cumulative
 // text/output_ids per event, logprobs in meta_info as [logprob, token_id, text|null].
 import { encodeSseEvent, encodeSseError, SSE_DONE, GenerateReqInputSchema, parseWire } from '../protocol/index.js';
-import type { GenerateMetaInfo, GenerateResponse, WireSamplingParams, WireTokenLogprob } from '../protocol/index.js';
+import type { GenerateMetaInfo, GenerateResponse, SpecMetaInfo, WireSamplingParams, WireTokenLogprob } from '../protocol/index.js';
 import { InvalidRequestError, UnsupportedFeatureError } from '../common/index.js';
 import type { GenerateOutput, SamplingParamsInput } from '../engine/index.js';
 import type { Tokenizer } from '../tokenizer/index.js';
@@ -78,7 +78,25 @@ function metaInfo(deps: ServerDeps, c: ChoiceResult, id: string, logprob: { on: 
     ...lp,
     completion_tokens: c.completionTokens,
     cached_tokens: c.cachedTokens,
+    ...(c.spec ? specMetaInfo(c.spec, c.completionTokens) : {}),
     ...(c.finishReason !== null && c.e2eLatencyS !== undefined ? { e2e_latency: c.e2eLatencyS } : {}),
+  };
+}
+
+/**
+ * SGLang's speculative meta_info (tokenizer_manager.py _calculate_spec_decoding_metrics): spec_accept_rate = accepted
+ * drafts / (verify_ct · (num_draft_tokens − 1)), spec_accept_length = completion_tokens / verify_ct (the bonus token
+ * counts), spec_verify_ct, and once a verify ran spec_accept_token_num / spec_draft_token_num.
+ */
+function specMetaInfo(s: { verifyCt: number; acceptedTokens: number; numDraftTokens: number }, completionTokens: number): SpecMetaInfo {
+  const drafts = s.verifyCt * (s.numDraftTokens - 1);
+  if (s.verifyCt === 0 || drafts === 0) return { spec_accept_rate: 0.0, spec_accept_length: 0, spec_verify_ct: s.verifyCt };
+  return {
+    spec_accept_rate: s.acceptedTokens / drafts,
+    spec_accept_length: completionTokens / s.verifyCt,
+    spec_verify_ct: s.verifyCt,
+    spec_accept_token_num: s.acceptedTokens,
+    spec_draft_token_num: drafts,
   };
 }
 
