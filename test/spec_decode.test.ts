@@ -129,3 +129,27 @@ test('STANDALONE self-draft (the target as its own draft): every greedy verify a
   await assertPoolFree(e);
   await e.shutdown();
 });
+
+test('speculative under --tp 2 (EAGLE MTP draft unsharded on rank 0, STANDALONE) and under KV pressure (retraction): golden tokens, tp 1 counters', NEEDS_SHARED, async () => {
+  const counters = async (o: Partial<EngineOptions>): Promise<{ ids: number[][]; spec: unknown[]; retracted: number }> => {
+    const e = await makeEngine(o);
+    try {
+      const rs = await Promise.all(PROMPTS.map((p) => gen(e, `t-${p.name}`, p.tokens, 24)));
+      rs.forEach((r, i) => assert.deepEqual(r.ids.slice(0, N_NEW), PROMPTS[i].greedy.tokens, `${JSON.stringify(o)} ${PROMPTS[i].name}`));
+      await assertPoolFree(e);
+      return { ids: rs.map((r) => r.ids), spec: rs.map((r) => r.last.spec), retracted: (await e.getLoad()).numRetractedReqs };
+    } finally {
+      await e.shutdown();
+    }
+  };
+  for (const algo of ['EAGLE', 'STANDALONE']) {
+    const base = { speculativeAlgorithm: algo, speculativeNumSteps: 3, speculativeEagleTopk: 1, speculativeNumDraftTokens: 4 };
+    const one = await counters(base);
+    const two = await counters({ ...base, tpSize: 2, epSize: 2 });
+    assert.deepEqual(two.ids, one.ids, `${algo}: tp 2 tokens = tp 1`);
+    assert.deepEqual(two.spec, one.spec, `${algo}: tp 2 verify / accept counts = tp 1`);
+  }
+  // a pool too small for every request at once: retractions, same tokens
+  const tight = await counters({ speculativeAlgorithm: 'STANDALONE', speculativeNumSteps: 2, speculativeEagleTopk: 1, speculativeNumDraftTokens: 3, maxTotalTokens: 200, scheduleConservativeness: 0.3 });
+  assert.ok(tight.retracted > 0, 'retraction happened');
+});

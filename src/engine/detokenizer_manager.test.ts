@@ -63,3 +63,16 @@ test('stream interval: emits on the first token and every k-th', () => {
   const counts = [1, 2, 3, 6, 6, 6].map((id) => d.process([out('s', [id])]).outputs.length);
   assert.deepEqual(counts, [1, 0, 1, 0, 0, 1]);
 });
+
+test('several tokens in one step (a speculative verify): a stop string matched mid-way drops the later tokens', () => {
+  n = 0;
+  const d = new DetokenizerManager(tok);
+  d.add('v', { skipSpecialTokens: true, stop: [' STOP'], noStopTrim: false }, false);
+  assert.equal(d.process([out('v', [1, 2, 3])]).outputs.length, 0);
+  const r = d.process([{ ...out('v', [4, 5, 6, 1]), outputTokenLogprobs: [[-1, 4], [-2, 5], [-3, 6], [-4, 1]], outputTopLogprobs: [[], [], [], []] }]);
+  assert.deepEqual(r.stopMatches, [{ rid: 'v', matched: ' STOP' }]);
+  assert.equal(r.outputs[0].text, 'Hello world');
+  assert.deepEqual(r.outputs[0].outputIds, [1, 2, 3, 4, 5], 'tokens after the match are dropped');
+  assert.equal(r.outputs[0].completionTokens, 5);
+  assert.deepEqual(r.outputs[0].outputTokenLogprobs, [[-1, 4], [-2, 5]]);
+});

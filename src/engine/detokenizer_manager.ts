@@ -62,15 +62,30 @@ export class DetokenizerManager {
   process(tokenOutputs: readonly ReqTokenOutput[]): DetokResult {
     const outputs: CoreOutput[] = [];
     const stopMatches: { rid: string; matched: string }[] = [];
-    for (const o of tokenOutputs) {
-      const st = this.states.get(o.rid);
+    for (const raw of tokenOutputs) {
+      const st = this.states.get(raw.rid);
       if (!st) continue;
+      let o = raw;
       let finish: FinishReason | null = o.finishReason;
       if (st.detok) {
         let textIds = o.newIds;
         // A matched stop token is not part of the text unless no_stop_trim (SGLang trims it from the decode ids).
         if (finish?.type === 'stop' && typeof finish.matched === 'number' && !st.opts.noStopTrim && textIds.length > 0) textIds = textIds.slice(0, -1);
-        const step = st.detok.push(textIds);
+        let step;
+        if (st.opts.stop.length > 0 && textIds.length > 1) {
+          // Several tokens at once (a speculative verify): a stop string matched by one of them drops the later ones,
+          // as SGLang's per-token check_finished does.
+          let delta = '';
+          let k = 0;
+          let matchedStop: string | null = null;
+          while (k < textIds.length && matchedStop === null) {
+            const s1 = st.detok.push(textIds[k++]);
+            delta += s1.delta;
+            matchedStop = s1.matchedStop;
+          }
+          step = { delta, matchedStop };
+          if (matchedStop !== null && finish === null && k < o.newIds.length) o = truncateOutput(o, k);
+        } else step = st.detok.push(textIds);
         st.text += step.delta;
         if (step.matchedStop !== null && finish === null) {
           finish = { type: 'stop', matched: step.matchedStop };
@@ -124,4 +139,16 @@ export class DetokenizerManager {
     }
     return { outputs, stopMatches };
   }
+}
+
+/** The first `k` new tokens of a step's output (and their logprobs); completion_tokens counts only those. */
+function truncateOutput(o: ReqTokenOutput, k: number): ReqTokenOutput {
+  const drop = o.newIds.length - k;
+  return {
+    ...o,
+    newIds: o.newIds.slice(0, k),
+    completionTokens: o.completionTokens - drop,
+    ...(o.outputTokenLogprobs ? { outputTokenLogprobs: o.outputTokenLogprobs.slice(0, k) } : {}),
+    ...(o.outputTopLogprobs ? { outputTopLogprobs: o.outputTopLogprobs.slice(0, k) } : {}),
+  };
 }

@@ -7,8 +7,7 @@ import { join } from 'node:path';
 import { F32_CODEC, kvCodecName, Logger, parseKvCacheDtype, SILENT_LOGGER, TsglangError, UnsupportedFeatureError } from '../common/index.js';
 import type { KvCodec } from '../common/index.js';
 import { deriveContextLength, loadModelConfig, readKernelEnv, type KernelEnv } from '../config/index.js';
-import { CacheManager, Scheduler, SpecDecoder, type StepStats } from '../scheduler/index.js';
-import { createDraftModel, draftKvBytesPerToken, draftKvLayout, resolveSpecConfig, type SpecConfig } from '../speculative/index.js';
+import { CacheManager, Scheduler, type StepStats } from '../scheduler/index.js';
 import { ChunkCache, KVPool, kvBytesPerToken as kvBytesPerTokenOf, RadixCache, ReqToTokenPool, TokenToKVPoolAllocator } from '../mem_cache/index.js';
 import { ModelRunner, launchTpRanks, planMemory, readAvailableMemoryBytes, type ForwardModel, type TpLaunch } from '../executor/index.js';
 import { computeBackendFor, createOps, loadNativeAddon, type NativeAddon, type NativeHandle } from '../kernels/index.js';
@@ -20,6 +19,7 @@ import { DetokenizerManager } from './detokenizer_manager.js';
 import type { FromCoreMsg, ToCoreMsg } from './messages.js';
 import type { EngineInfo, EngineLoad, EngineOptions } from './types.js';
 import { CoreProfiler } from './profiler.js';
+import { createSpecDecoder, loadDraftSource, planSpec, type DraftSource } from './spec_setup.js';
 
 /**
  * Sampling defaults from the checkpoint's generation_config.json (SGLang --sampling-defaults model): temperature,
@@ -164,8 +164,7 @@ export class EngineCore {
       : deriveContextLength(loadModelConfig(options.modelPath, options.jsonModelOverrideArgs ?? {}).maxPositionEmbeddings, options.contextLength, warnContext);
     let cm: CoreModel;
     /** The model the speculative draft comes from (EAGLE: one holding the MTP layer; STANDALONE: the draft LM). */
-    let draftSource: ForwardModel | null = null;
-    let draftVocab = 0;
+    let draftSource: DraftSource | null = null;
     /** KV-cache storage from the model's backend (huge pages on the native one); plain arrays for an injected model. */
     let kvAlloc: ((n: number) => Float32Array) | undefined;
     const tpSize = options.tpSize ?? 1;
@@ -181,21 +180,7 @@ export class EngineCore {
         kvAlloc = (n) => ops.allocateKvBuffer(n);
         loaded = loadModel(options.modelPath, { ops, overrides: options.jsonModelOverrideArgs ?? {}, logger });
       }
-      if (options.speculativeAlgorithm) {
-        // The draft runs unsharded on this thread: EAGLE at tp 1 drafts with the target's own MTP layer.
-        const algo = options.speculativeAlgorithm === 'NEXTN' ? 'EAGLE' : options.speculativeAlgorithm;
-        const path = options.speculativeDraftModelPath ?? options.modelPath;
-        if (algo === 'EAGLE' && tpSize === 1 && path === options.modelPath) {
-          draftSource = loaded.model;
-          draftVocab = loaded.config.vocabSize;
-        } else if (algo === 'EAGLE' || algo === 'STANDALONE') {
-          const ops = createOps({ ...(options.numThreads !== undefined ? { threads: options.numThreads } : {}), ...(options.kernelEnv ? { env: options.kernelEnv } : {}) });
-          const d = loadModel(path, { ops, overrides: path === options.modelPath ? options.jsonModelOverrideArgs ?? {} : {}, logger });
-          draftSource = d.model;
-          draftVocab = d.config.vocabSize;
-          kvAlloc ??= (n) => ops.allocateKvBuffer(n);
-        }
-      }
+      draftSource = loadDraftSource(options, { model: loaded.model, vocabSize: loaded.config.vocabSize }, tpSize, logger);
       const gen = tokenizer?.eosTokenIds ?? [];
       const cfgEos = loaded.config.raw['eos_token_id'];
       const eos = gen.length > 0 ? gen : Array.isArray(cfgEos) ? (cfgEos as number[]) : typeof cfgEos === 'number' ? [cfgEos] : [];
@@ -215,18 +200,11 @@ export class EngineCore {
     const layout = cm.model.kvPoolLayout(kvCacheDtype);
     // Speculative decoding (serving-spec §4.1): SGLang's resolved (steps, topk, draft tokens); max_running_requests
     // defaults to 48 and mixed chunk is off.
-    const spec: SpecConfig | null = options.speculativeAlgorithm
-      ? resolveSpecConfig({
-        algorithm: options.speculativeAlgorithm, numSteps: options.speculativeNumSteps ?? null, topk: options.speculativeEagleTopk ?? null,
-        numDraftTokens: options.speculativeNumDraftTokens ?? null, acceptThresholdSingle: options.speculativeAcceptThresholdSingle ?? 1,
-        acceptThresholdAcc: options.speculativeAcceptThresholdAcc ?? 1,
-      }, cm.architecture, pageSize)
-      : null;
-    if (spec && !draftSource) throw new UnsupportedFeatureError('speculative decoding needs a loaded model (no draft for an injected model)');
-    const draftLayout = spec ? draftKvLayout(draftSource!, spec.algorithm, kvCacheDtype) : null;
+    const specPlan = planSpec(options, draftSource, cm.architecture, pageSize, kvCacheDtype);
+    const spec = specPlan?.cfg ?? null;
     // Every TP rank holds a KV pool of this layout (its heads; MLA's latent replicated) in this process's memory,
     // each row in the KV dtype's codec; the draft's pool (same token slots) is budgeted with it.
-    const kvBytesPerToken = kvBytesPerTokenOf(layout) * tpSize + (draftLayout ? draftKvBytesPerToken(draftLayout) : 0);
+    const kvBytesPerToken = kvBytesPerTokenOf(layout) * tpSize + (specPlan?.draftBytesPerToken ?? 0);
     const maxRunningOpt = options.maxRunningRequests ?? (spec ? 48 : null);
     const plan = planMemory({
       totalMemBytes: memBefore,
@@ -247,15 +225,7 @@ export class EngineCore {
     const rowLen = Math.min(contextLength, capacity) + pageSize;
     const reqToTokenPool = new ReqToTokenPool(plan.reqToTokenPoolSize + 1, rowLen);
     const runner = new ModelRunner(cm.model, kvPool, cm.vocabSize);
-    const specDecoder = spec
-      ? new SpecDecoder(spec, createDraftModel({
-        algorithm: spec.algorithm, model: draftSource!, vocabSize: draftVocab, targetVocabSize: cm.vocabSize, targetMaxLocs: kvPool.maxLocs,
-        scratchLocs: plan.maxRunningRequests * spec.topk * Math.max(0, spec.numSteps - 1), kvCacheDtype, ...(kvAlloc ? { allocKv: kvAlloc } : {}),
-      }), kvPool.maxLocs)
-      : null;
-    if (spec) {
-      logger.info(`Speculative decoding: ${spec.algorithm} (num_steps=${spec.numSteps}, eagle_topk=${spec.topk}, num_draft_tokens=${spec.numDraftTokens}), draft KV ${draftKvBytesPerToken(draftLayout!)} bytes/token`);
-    }
+    const specDecoder = specPlan ? createSpecDecoder(specPlan, draftSource!, cm.vocabSize, kvPool.maxLocs, plan.maxRunningRequests, kvCacheDtype, kvAlloc, logger) : null;
     // SGLang: no grammar backend with --grammar-backend none or --skip-tokenizer-init.
     const wake: { core: EngineCore | null } = { core: null };
     const grammar =
