@@ -4,9 +4,9 @@
 // Owns the queues and is the single owner of KV / radix state (through CacheManager); never sees text.
 //
 // Seams for what comes next (layout-and-style.md §2.4), none of which needs a rewrite:
-// - speculative decoding: a verify step is a decode whose entries carry 1 + numDraftTokens rows
-//   (BatchEntry.inputIds/logitOffsets already take any count); postprocess appends the accepted tokens with
-//   Req.appendToken one by one (each applies the stop rules) and frees the rejected slots' locs.
+// - speculative decoding (built: spec_decode.ts, spec_draft.ts): a verify step is a decode with a row per draft-tree node;
+//   the walk appends the accepted tokens one by one through appendSampled (each applies the stop rules and the
+//   grammar) and frees the rejected slots' locs; prefill steps seed the draft (SpecDecoder.afterExtend).
 // - PD disaggregation: a prefill-only loop calls step() with decode disabled and hands finished prefills' KV pages to a
 //   sender; a decode-only loop admits prebuilt requests through CacheManager.admit + allocTokens and never prefills.
 // - TP/DP ranks: ModelRunner is the only thing that touches the model; a TP runner fans the same ForwardBatch out to
@@ -119,6 +119,8 @@ export class Scheduler {
   readonly grammarQueue: Req[] = [];
   /** The grammar backend; null = --grammar-backend none (constrained requests are refused). */
   readonly grammar: GrammarScheduling | null;
+  /** Speculative decoding (null = off): decode steps verify draft trees (scheduler/spec_decode.ts). */
+  readonly spec: SpecDecoder | null;
   /** Longest wait in the grammar queue before the request fails, ms. */
   grammarTimeoutMs = GRAMMAR_TIMEOUT_MS;
   chunkedReq: Req | null = null;
@@ -147,10 +149,9 @@ export class Scheduler {
    * @param cfg scheduling slice
    * @param runner model + KV pool
    * @param mem request table, allocator and prefix cache
+   * @param grammar the grammar backend (null: constrained requests are refused)
+   * @param spec speculative decoding (null = off)
    */
-  /** Speculative decoding (null = off): decode steps verify draft trees (scheduler/spec_decode.ts). */
-  readonly spec: SpecDecoder | null;
-
   constructor(cfg: SchedulerConfig, runner: ModelRunner, mem: CacheManager, grammar: GrammarScheduling | null = null, spec: SpecDecoder | null = null) {
     this.cfg = cfg;
     this.spec = spec;

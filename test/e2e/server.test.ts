@@ -270,7 +270,7 @@ test('a client that disconnects aborts its request (the engine has nothing runni
 test('flags whose feature is not built stop start-up with a clear message', () => {
   for (const [flags, re] of [
     [['--dp', '2'], /data parallelism \(--dp-size 2/],
-    [['--speculative-algorithm', 'EAGLE', '--speculative-num-steps', '3'], /speculative decoding/],
+    [['--speculative-algorithm', 'EAGLE3'], /speculative algorithm EAGLE3/],
     [['--disaggregation-mode', 'prefill'], /disaggregation/],
   ] as [string[], RegExp][]) {
     const r = spawnSync(process.execPath, [TSGLANG_BIN, 'serve', ...flags], { env: { ...process.env, HOME }, encoding: 'utf8' });
