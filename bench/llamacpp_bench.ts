@@ -1,10 +1,15 @@
-// `npm run bench:llamacpp [-- --threads 1,2] [--archs minimax-m2] [--runs 3] [--decode-len 128]`: tsglang and
+// `npm run bench:llamacpp [-- --threads 1,2] [--archs minimax-m2] [--runs 3] [--decode-len 128] [--batches 1,8,32]
+// [--hog off|on|both] [--batch-only]`: tsglang and
 // llama.cpp side by side on the same weights. The bench checkpoint (FP8, bench_presets.ts) is converted to GGUF q8_0
 // by ../shared/tools/llamacpp-peer/hf_to_gguf.py (q8_0 at 8.5 bits is the fair match for FP8); llama.cpp runs through
 // node-llama-cpp (installed OUTSIDE this package: `mkdir -p /tmp/llcpp && cd /tmp/llcpp && npm init -y &&
 // npm i -E node-llama-cpp@3.21.1`, or set LLCPP_NODE_MODULES). Both sides: one 512-token prompt prefilled in one
 // batch (last-position logits + greedy pick), then greedy decode at batch 1; tok/s = tokens / phase wall time, median
 // of --runs after one warmup run; same prompt ids (llama.cpp's --dump-tokens), same thread count.
+// Then batched decode (bench/llamacpp_batch.ts): B sequences of 16 prompt ids, 16 greedy steps of all B rows, both
+// sides (llama.cpp: B sequences in one context, one llama_decode per step), at every --batches B, quiet and beside a
+// CPU hog (one `yes` per core, started and stopped here) — with the bytes of weights and KV each step reads, the
+// resulting GB/s and its share of the machine's measured read bandwidth (all threads, 512 MiB buffer).
 import { spawnSync } from 'node:child_process';
 import { closeSync, existsSync, openSync, readdirSync, readFileSync, readSync, statSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
@@ -18,8 +23,10 @@ import { KVPool } from '../src/mem_cache/index.js';
 import { loadModel } from '../src/models/index.js';
 import type { CausalLM } from '../src/models/index.js';
 import { ensureBenchCheckpoint } from './bench_presets.js';
+import { CpuHog, median, oursBatchDecode, peerBatchDecode, readConfig, stepBytes, weightBytes } from './llamacpp_batch.js';
 
-const { values } = parseArgs({ options: { threads: { type: 'string' }, archs: { type: 'string' }, runs: { type: 'string' }, 'decode-len': { type: 'string' }, 'prompt-len': { type: 'string' } } });
+const { values } = parseArgs({ options: { threads: { type: 'string' }, archs: { type: 'string' }, runs: { type: 'string' }, 'decode-len': { type: 'string' }, 'prompt-len': { type: 'string' },
+  batches: { type: 'string' }, hog: { type: 'string' }, 'batch-only': { type: 'boolean' } } });
 const threadList = (values.threads ?? `1,${availableParallelism()}`).split(',').map(Number).filter((n, i, a) => n >= 1 && a.indexOf(n) === i);
 const archs = (values.archs ?? 'minimax-m2,deepseek-v32').split(',');
 const runs = Number(values.runs ?? 3);
@@ -28,6 +35,12 @@ const promptLen = Number(values['prompt-len'] ?? 512);
 const repo = fileURLToPath(new URL('../..', import.meta.url));
 const peerDir = process.env.LLAMACPP_PEER_DIR ?? resolve(repo, '..', 'shared', 'tools', 'llamacpp-peer');
 const llcppModules = process.env.LLCPP_NODE_MODULES ?? '/tmp/llcpp/node_modules';
+const batches = (values.batches ?? '1,8,32').split(',').map(Number).filter((n) => n >= 1);
+const hogModes = ({ off: [false], on: [true], both: [false, true] } as Record<string, boolean[]>)[values.hog ?? 'both'] ?? [false, true];
+const batchOnly = values['batch-only'] === true;
+const BATCH_PROMPT = 16;
+const BATCH_STEPS = 16;
+const peerBatchScript = fileURLToPath(new URL('../../bench/llamacpp_batch_peer.mjs', import.meta.url));
 
 if (!existsSync(join(llcppModules, 'node-llama-cpp'))) {
   process.stderr.write(`bench:llamacpp: node-llama-cpp not found in ${llcppModules}.\nInstall it outside this package: mkdir -p /tmp/llcpp && cd /tmp/llcpp && npm init -y && npm i -E node-llama-cpp@3.21.1\n`);
@@ -57,11 +70,6 @@ function checkpointStats(dir: string): { params: number; bytes: number } {
     }
   }
   return { params, bytes };
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 }
 
 /** The addon's greedy argmax (what the engine's sampler uses for greedy rows; llama.cpp's side picks natively too). */
@@ -103,6 +111,9 @@ function ggufIsCurrent(dir: string, gguf: string): boolean {
 
 interface Line { arch: string; threads: number; ours: { prefill: number; decode: number }; llama: { prefill: number; decode: number }; oursBpw: number; llamaBpw: number }
 const lines: Line[] = [];
+interface BatchLine { arch: string; threads: number; hog: boolean; batch: number; ours: number; llama: number; oursRuns: number[]; llamaRuns: number[]; mbStep: number; oursGBs: number; llamaGBs: number; ceiling: number }
+const batchLines: BatchLine[] = [];
+const hog = new CpuHog();
 process.stdout.write(`tsglang bench:llamacpp — ${availableParallelism()} cores, load average ${loadavg().map((x) => x.toFixed(2)).join(' ')}\n`);
 for (const arch of archs) {
   const dir = ensureBenchCheckpoint(arch);
@@ -116,23 +127,55 @@ for (const arch of archs) {
   const ggufBytes = statSync(gguf).size;
   for (const threads of threadList) {
     const tokFile = join(dir, `tokens-${promptLen}.json`);
-    const r = spawnSync(process.execPath, [join(peerDir, 'bench_llamacpp.mjs'), gguf, '--threads', String(threads), '--prompt-len', String(promptLen),
-      '--decode-len', String(decodeLen), '--runs', String(runs), '--dump-tokens', tokFile], { encoding: 'utf8', env: { ...process.env, NODE_PATH: llcppModules }, stdio: ['ignore', 'pipe', 'inherit'] });
-    if (r.status !== 0) throw new Error(`bench_llamacpp.mjs failed (exit ${r.status})`);
-    const llama = JSON.parse(r.stdout.trim().split('\n').pop()!) as { prefill_tok_s: number; decode_tok_s: number };
-    const prompt = (JSON.parse(readFileSync(tokFile, 'utf8')) as { prompt: number[] }).prompt;
     const ops = createOps({ backend: 'native', threads });
     const { model } = loadModel(dir, { ops });
-    runOnce(model, ops, prompt); // warmup
-    const res = Array.from({ length: runs }, () => runOnce(model, ops, prompt));
-    const ours = { prefill: median(res.map((x) => x.prefill)), decode: median(res.map((x) => x.decode)) };
-    const line: Line = { arch, threads, ours, llama: { prefill: llama.prefill_tok_s, decode: llama.decode_tok_s }, oursBpw: stats.bytes / stats.params, llamaBpw: ggufBytes / stats.params };
-    lines.push(line);
-    process.stdout.write(`${arch} threads ${threads}: tsglang prefill ${ours.prefill.toFixed(1)} tok/s decode ${ours.decode.toFixed(1)} tok/s | llama.cpp q8_0 prefill ${line.llama.prefill.toFixed(1)} decode ${line.llama.decode.toFixed(1)} | ratio prefill ${(ours.prefill / line.llama.prefill).toFixed(2)}x decode ${(ours.decode / line.llama.decode).toFixed(2)}x\n`);
+    if (!batchOnly) {
+      const r = spawnSync(process.execPath, [join(peerDir, 'bench_llamacpp.mjs'), gguf, '--threads', String(threads), '--prompt-len', String(promptLen),
+        '--decode-len', String(decodeLen), '--runs', String(runs), '--dump-tokens', tokFile], { encoding: 'utf8', env: { ...process.env, NODE_PATH: llcppModules }, stdio: ['ignore', 'pipe', 'inherit'] });
+      if (r.status !== 0) throw new Error(`bench_llamacpp.mjs failed (exit ${r.status})`);
+      const llama = JSON.parse(r.stdout.trim().split('\n').pop()!) as { prefill_tok_s: number; decode_tok_s: number };
+      const prompt = (JSON.parse(readFileSync(tokFile, 'utf8')) as { prompt: number[] }).prompt;
+      runOnce(model, ops, prompt); // warmup
+      const res = Array.from({ length: runs }, () => runOnce(model, ops, prompt));
+      const ours = { prefill: median(res.map((x) => x.prefill)), decode: median(res.map((x) => x.decode)) };
+      const line: Line = { arch, threads, ours, llama: { prefill: llama.prefill_tok_s, decode: llama.decode_tok_s }, oursBpw: stats.bytes / stats.params, llamaBpw: ggufBytes / stats.params };
+      lines.push(line);
+      process.stdout.write(`${arch} threads ${threads}: tsglang prefill ${ours.prefill.toFixed(1)} tok/s decode ${ours.decode.toFixed(1)} tok/s | llama.cpp q8_0 prefill ${line.llama.prefill.toFixed(1)} decode ${line.llama.decode.toFixed(1)} | ratio prefill ${(ours.prefill / line.llama.prefill).toFixed(2)}x decode ${(ours.decode / line.llama.decode).toFixed(2)}x\n`);
+    }
+    // batched decode, quiet and beside the hog
+    const cfg = readConfig(dir);
+    const wb = weightBytes(dir);
+    const ceiling = (ops as unknown as { measureReadBandwidth?(bytes: number, reps: number): number }).measureReadBandwidth?.(512 << 20, 3) ?? NaN;
+    const V = model.config.vocabSize;
+    const bprompt = Array.from({ length: BATCH_PROMPT }, (_, i) => 2 + ((i * 7919) % (V - 2)));
+    for (const withHog of hogModes) {
+      if (withHog) hog.start();
+      try {
+        for (const B of batches) {
+          const o = oursBatchDecode(model, ops, bprompt, B, BATCH_STEPS, runs, argmax);
+          const l = peerBatchDecode(peerBatchScript, llcppModules, gguf, B, threads, BATCH_PROMPT, BATCH_STEPS, runs);
+          const sb = stepBytes(wb, cfg, B, BATCH_PROMPT + BATCH_STEPS / 2, o.kvPerToken);
+          const stepB = sb.weights + sb.kv;
+          const peerStepB = sb.weights * (ggufBytes / stats.bytes) + sb.kv; // q8_0 weights; KV counted as ours
+          const bl: BatchLine = { arch, threads, hog: withHog, batch: B, ours: o.tokS, llama: l.tokS, oursRuns: o.runs, llamaRuns: l.runs, mbStep: stepB / 1e6,
+            oursGBs: (stepB * o.tokS) / B / 1e9, llamaGBs: (peerStepB * l.tokS) / B / 1e9, ceiling };
+          batchLines.push(bl);
+          process.stdout.write(`${arch} threads ${threads}${withHog ? ' +hog' : ''} batch ${B}: tsglang ${o.tokS.toFixed(1)} tok/s [${o.runs.map((x) => x.toFixed(1)).join(' ')}] | llama.cpp ${l.tokS.toFixed(1)} [${l.runs.map((x) => x.toFixed(1)).join(' ')}] | ${(o.tokS / l.tokS).toFixed(2)}x | ${bl.mbStep.toFixed(0)} MB/step → ${bl.oursGBs.toFixed(2)} vs ${bl.llamaGBs.toFixed(2)} GB/s of ${ceiling.toFixed(1)} | load ${loadavg()[0].toFixed(2)}\n`);
+        }
+      } finally {
+        if (withHog) hog.stop();
+      }
+    }
   }
 }
-process.stdout.write(`\n${'arch'.padEnd(14)} thr  ${'ours pf'.padStart(8)} ${'llama pf'.padStart(8)} ${'ratio'.padStart(6)}  ${'ours dec'.padStart(8)} ${'llama dec'.padStart(9)} ${'ratio'.padStart(6)}  bytes/weight ours | llama.cpp\n`);
+if (lines.length > 0) process.stdout.write(`\n${'arch'.padEnd(14)} thr  ${'ours pf'.padStart(8)} ${'llama pf'.padStart(8)} ${'ratio'.padStart(6)}  ${'ours dec'.padStart(8)} ${'llama dec'.padStart(9)} ${'ratio'.padStart(6)}  bytes/weight ours | llama.cpp\n`);
 for (const l of lines) {
   process.stdout.write(`${l.arch.padEnd(14)} ${String(l.threads).padStart(3)}  ${l.ours.prefill.toFixed(1).padStart(8)} ${l.llama.prefill.toFixed(1).padStart(8)} ${(l.ours.prefill / l.llama.prefill).toFixed(2).padStart(5)}x  ${l.ours.decode.toFixed(1).padStart(8)} ${l.llama.decode.toFixed(1).padStart(9)} ${(l.ours.decode / l.llama.decode).toFixed(2).padStart(5)}x  ${l.oursBpw.toFixed(3)} | ${l.llamaBpw.toFixed(3)}\n`);
 }
-process.stdout.write(`prompt ${promptLen} ids (llama.cpp's seed), decode ${decodeLen} greedy steps at batch 1, median of ${runs} runs after 1 warmup; load average at the end ${loadavg().map((x) => x.toFixed(2)).join(' ')}\n`);
+if (lines.length > 0) process.stdout.write(`prompt ${promptLen} ids (llama.cpp's seed), decode ${decodeLen} greedy steps at batch 1, median of ${runs} runs after 1 warmup; load average at the end ${loadavg().map((x) => x.toFixed(2)).join(' ')}\n`);
+process.stdout.write(`\nbatched decode (${BATCH_PROMPT} prompt ids per sequence, ${BATCH_STEPS} greedy steps, median of ${runs} runs after 1 warmup; MB/step = weights read once per step (experts: expected distinct under uniform routing) + KV of every row; GB/s = MB/step × steps/s, llama.cpp's weights at its q8_0 size)\n`);
+process.stdout.write(`${'arch'.padEnd(12)} thr hog  batch ${'tsglang'.padStart(9)} ${'llama.cpp'.padStart(9)}  ratio  MB/step  ${'GB/s ours'.padStart(9)} ${'llama'.padStart(6)}  ceiling  share ours | llama\n`);
+for (const b of batchLines) {
+  process.stdout.write(`${b.arch.padEnd(12)} ${String(b.threads).padStart(3)} ${b.hog ? 'yes' : ' no'}  ${String(b.batch).padStart(5)} ${b.ours.toFixed(1).padStart(9)} ${b.llama.toFixed(1).padStart(9)} ${(b.ours / b.llama).toFixed(2).padStart(5)}x ${b.mbStep.toFixed(0).padStart(8)}  ${b.oursGBs.toFixed(2).padStart(9)} ${b.llamaGBs.toFixed(2).padStart(6)}  ${b.ceiling.toFixed(1).padStart(7)}  ${((100 * b.oursGBs) / b.ceiling).toFixed(0).padStart(4)}% | ${((100 * b.llamaGBs) / b.ceiling).toFixed(0)}%\n`);
+}
+process.stdout.write(`load average at the end ${loadavg().map((x) => x.toFixed(2)).join(' ')}\n`);

@@ -1,4 +1,4 @@
-// `npm run bench:overhead [-- --vocab 32000,129280,200064] [--batch 1,8,32] [--sampling greedy,temp,top_p,full] [--steps 32] [--quick]`
+// `npm run bench:overhead [-- --vocab 32000,129280,200064] [--batch 1,8,32] [--sampling greedy,temp,top_p,full] [--steps 32] [--threads N] [--quick]`
 // (TSGLANG_BACKEND=cpu: the sampler's JavaScript loops instead of the addon's argmax / scaling / exp / gather passes):
 // the engine's per-step overhead outside model math — scheduling, batch building, sampling, detokenization and
 // output emission — in µs per generated token, through the real engine path. Figures only; nothing is asserted.
@@ -45,9 +45,12 @@ const { values } = parseArgs({
     sampling: { type: 'string' },
     steps: { type: 'string' },
     quick: { type: 'boolean' },
+    threads: { type: 'string' },
   },
 });
 const quick = values.quick === true;
+/** Threads of the native sampler's pool (--threads; default: every core). */
+const threadOpt = values.threads !== undefined ? { numThreads: Number(values.threads) } : {};
 const list = (s: string | undefined, d: string): string[] => (s ?? d).split(',').filter((x) => x.length > 0);
 const vocabs = list(values.vocab, quick ? '32000,200064' : '32000,129280,200064').map(Number);
 const batches = list(values.batch, quick ? '1,32' : '1,8,32').map(Number);
@@ -143,7 +146,7 @@ async function runCase(tokenizer: Tokenizer, vocab: number, batch: number, sp: S
   });
   const dir = baseTokenizerDir();
   const core = EngineCore.create(
-    { modelPath: dir, tokenizerPath: dir, maxTotalTokens: batch * (PROMPT_LEN + WARM + measured + 8) + 64, contextLength: 4096, maxRunningRequests: Math.max(batch, 1), useWorkerThread: false },
+    { modelPath: dir, tokenizerPath: dir, maxTotalTokens: batch * (PROMPT_LEN + WARM + measured + 8) + 64, contextLength: 4096, maxRunningRequests: Math.max(batch, 1), useWorkerThread: false, ...threadOpt },
     (m) => port1.postMessage(m),
     SILENT_LOGGER,
     cm,
@@ -199,7 +202,7 @@ async function runEngineCase(tokenizer: Tokenizer, vocab: number, batch: number,
   const model = new ReplayModel(vocab, Math.min(vocab, tokenizer.vocabSize));
   const dir = baseTokenizerDir();
   const engine = await Engine.create(
-    { modelPath: dir, tokenizerPath: dir, maxTotalTokens: batch * (PROMPT_LEN + newTokens + 8) + 64, contextLength: 4096, maxRunningRequests: Math.max(batch, 1), useWorkerThread: false },
+    { modelPath: dir, tokenizerPath: dir, maxTotalTokens: batch * (PROMPT_LEN + newTokens + 8) + 64, contextLength: 4096, maxRunningRequests: Math.max(batch, 1), useWorkerThread: false, ...threadOpt },
     SILENT_LOGGER,
     { model, architecture: 'ReplayForCausalLM', vocabSize: vocab, maxPositionEmbeddings: 4096, eosTokenIds: [1] },
   );

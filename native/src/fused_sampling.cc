@@ -3,10 +3,15 @@
 // `cumsum − p > top_p` dropped, min-p `p < min_p · p_max` dropped, multinomial draw).
 #include "fused_sampling.h"
 
+// GCC 12 flags the deliberately undefined pass-through operand of its own AVX-512 intrinsics (_mm512_undefined_*).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -132,9 +137,10 @@ TSG_AVX512 double scaleMax512(float* s, int64_t n, double invT) {
   return m;
 }
 
-/** True when this CPU runs the AVX-512 kernels (checked once). */
+/** True when this CPU runs the AVX-512 kernels (checked once; TSGLANG_NO_AVX512=1 forces the AVX2 ones, for tests). */
 bool haveAvx512() {
-  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+                         !(std::getenv("TSGLANG_NO_AVX512") != nullptr && std::getenv("TSGLANG_NO_AVX512")[0] == '1');
   return ok;
 }
 

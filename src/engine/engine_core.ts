@@ -42,8 +42,9 @@ export function readGenerationDefaults(modelPath: string): Record<string, number
  * Gives the sampler the native addon's greedy argmax and exp passes (bit-identical to its JavaScript loops; about
  * 3× (exp) and 10× (argmax) faster per vocab id) when the addon loads and the backend is not forced to 'cpu';
  * otherwise leaves the JavaScript loops. When the addon has the fused sampler (fusedSampleRows), a decode step's
- * rows (every sampling mode) run through it over `threads` threads of their own pool (sampleRows).
- * @param threads threads of the batched passes (default: available cores)
+ * rows (every sampling mode) run through it over `threads` threads — the model's own pool when its NativeOps has
+ * that many threads, else a pool of their own (sampleRows).
+ * @param threads threads of the fused sampler (default: available cores)
  * @returns true when installed
  */
 export function installNativeSampling(env: KernelEnv = readKernelEnv(), threads = availableParallelism()): boolean {
