@@ -72,8 +72,7 @@ test('parse errors name the flag', () => {
 test('flags whose feature is not built stop start-up with a message saying so', () => {
   const dir = checkpointDir();
   const cases: [string[], RegExp][] = [
-    [['--dp', '8', '--tp', '8', '--enable-dp-attention'], /data parallelism \(--dp-size 8 with --enable-dp-attention\).*not supported by tsglang yet/],
-    [['--dp', '2'], /data parallelism \(--dp-size 2\)/],
+    [['--dp', '2', '--tp', '4', '--enable-dp-attention', '--nnodes', '2', '--dist-init-addr', '10.0.0.1:5000'], /data parallelism across nodes \(--dp-size 2 with --nnodes 2\).*not supported by tsglang yet/],
     [['--speculative-algorithm', 'EAGLE3'], /speculative algorithm EAGLE3 .*EAGLE, NEXTN and STANDALONE are built.*not supported by tsglang yet/],
     [['--speculative-algorithm', 'NGRAM'], /speculative algorithm NGRAM/],
     [['--disaggregation-mode', 'prefill'], /prefill\/decode disaggregation/],
@@ -97,6 +96,20 @@ test('--tp / --ep are accepted (ranks are threads); ep_size must divide tp_size;
   assert.deepEqual(check(['--tp', '2']).notices, []);
   assert.match(check(['--tp', '8', '--ep', '8']).notices.join('\n'), /--tp-size 8 runs 8 rank threads on 2 CPU core\(s\)/);
   assert.throws(() => check(['--tp', '4', '--ep', '3']), /argument --ep-size: must divide --tp-size: tp_size % ep_size == 0 is required, got 4 % 3 = 1/);
+});
+
+test('--dp (replicas) and --dp with --enable-dp-attention are accepted on one node; dp must divide tp; --load-balance-method', () => {
+  const dir = checkpointDir();
+  const check = (argv: string[]) => {
+    const p = parseServerArgs(['--model-path', dir, ...argv]);
+    return { ...validateServerArgs(p.args, p.given, 2), args: p.args };
+  };
+  assert.equal(check(['--tp-size', '8', '--dp-size', '8', '--enable-dp-attention']).args.dpSize, 8);
+  assert.equal(check(['--dp', '2']).args.loadBalanceMethod, 'auto');
+  assert.equal(check(['--dp', '2', '--load-balance-method', 'shortest_queue']).args.loadBalanceMethod, 'shortest_queue');
+  assert.throws(() => parseServerArgs(['--load-balance-method', 'nope']), /invalid choice: 'nope'/);
+  assert.throws(() => check(['--tp', '4', '--dp', '3', '--enable-dp-attention']), /--enable-dp-attention needs tp_size % dp_size == 0, got 4 % 3 = 1/);
+  assert.match(check(['--tp', '8', '--dp', '1', '--enable-dp-attention']).notices.join('\n'), /switched off/);
 });
 
 test('value checks and accepted GPU knobs with notices', () => {
@@ -164,7 +177,7 @@ test('every problem of a command line is reported in one message (issue 14: one 
   const dir = checkpointDir();
   const { parsed, problems } = parseServerArgsCollecting([
     '--model-path', dir, '--no-such-flag', '1', '--port', 'abc', '--attention-backend', 'nope', '--also-unknown',
-    '--dp', '2', '--pp-size', '2', '--page-size', '0', '--speculative-algorithm', 'EAGLE3',
+    '--pp-size', '2', '--page-size', '0', '--speculative-algorithm', 'EAGLE3',
   ]);
   const check = checkServerArgs(parsed.args, parsed.given, 2);
   const all = [...problems, ...check.problems].map((p) => p.message);
@@ -174,13 +187,13 @@ test('every problem of a command line is reported in one message (issue 14: one 
     "argument --attention-backend: invalid choice: 'nope' (choose from 'triton', 'torch_native', 'flex_attention', 'dsa', 'nsa', 'dsv4', 'compressed', 'cutlass_mla', 'fa3', 'fa4', 'flashinfer', 'flashmla', 'trtllm_mla', 'cutedsl_mla', 'tokenspeed_mla', 'trtllm_mha', 'dual_chunk_flash_attn', 'aiter', 'wave', 'intel_amx', 'ascend', 'intel_xpu')",
   ]);
   assert.ok(all.includes('argument --page-size: must be ≥ 1, got 0'));
-  for (const re of [/data parallelism \(--dp-size 2/, /pipeline parallelism/, /speculative algorithm EAGLE3/]) assert.ok(all.some((m) => re.test(m)), `${re}`);
+  for (const re of [/pipeline parallelism/, /speculative algorithm EAGLE3/]) assert.ok(all.some((m) => re.test(m)), `${re}`);
   // the throwing API lists them all too
   assert.throws(() => parseServerArgs(['--a-b-c', '--port', 'x']), (e: unknown) => e instanceof InvalidRequestError
     && /2 problems with the flags/.test(e.message) && /unrecognized arguments: --a-b-c/.test(e.message) && /--port: invalid int value/.test(e.message));
-  const p = parseServerArgs(['--model-path', dir, '--dp', '2', '--pp-size', '2']);
+  const p = parseServerArgs(['--model-path', dir, '--speculative-algorithm', 'EAGLE3', '--pp-size', '2']);
   assert.throws(() => validateServerArgs(p.args, p.given), (e: unknown) => e instanceof UnsupportedFeatureError
-    && /data parallelism/.test(e.message) && /pipeline parallelism/.test(e.message));
+    && /speculative algorithm EAGLE3/.test(e.message) && /pipeline parallelism/.test(e.message));
 });
 
 test('GPU-only knobs: SGLang choices validated, all summarised in one warning line with the CPU replacement', () => {

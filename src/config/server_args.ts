@@ -61,6 +61,7 @@ export interface ServerArgs {
   ppSize: number;
   ppAsyncBatchDepth: number;
   enableDpAttention: boolean;
+  loadBalanceMethod: string;
   nnodes: number;
   nodeRank: number;
   distInitAddr: string | null;
@@ -177,13 +178,14 @@ export const SERVER_FLAGS: readonly FlagSpec[] = [
   { name: 'log-level-http', key: 'logLevelHttp', type: 'str', default: null, choices: ['debug', 'info', 'warning', 'error'], help: 'HTTP log level (default: --log-level)' },
   { name: 'log-requests', key: 'logRequests', type: 'bool', default: false, help: 'log request metadata, inputs and outputs' },
   { name: 'log-requests-level', key: 'logRequestsLevel', type: 'int', default: 2, help: '0 meta, 1 +sampling params, 2 +partial I/O, 3 full' },
-  // parallelism (tp = dp = ep = pp = 1 on this build)
+  // parallelism (TP/EP ranks and DP groups are threads; pp = 1 on this build)
   { name: 'tp-size', aliases: ['tensor-parallel-size', 'tp'], key: 'tpSize', type: 'int', default: 1, help: 'tensor-parallel size' },
   { name: 'dp-size', aliases: ['data-parallel-size'], key: 'dpSize', type: 'int', default: 1, help: 'data-parallel size' },
   { name: 'ep-size', aliases: ['ep', 'expert-parallel-size'], key: 'epSize', type: 'int', default: 1, help: 'expert-parallel size' },
   { name: 'pp-size', aliases: ['pipeline-parallel-size'], key: 'ppSize', type: 'int', default: 1, help: 'pipeline-parallel size' },
   { name: 'pp-async-batch-depth', key: 'ppAsyncBatchDepth', type: 'int', default: 0, help: 'extra in-flight micro-batches with --pp-size > 1' },
   { name: 'enable-dp-attention', key: 'enableDpAttention', type: 'bool', default: false, help: 'data-parallel attention (switched off when dp = 1)' },
+  { name: 'load-balance-method', key: 'loadBalanceMethod', type: 'str', default: 'auto', choices: ['auto', 'round_robin', 'shortest_queue', 'minimum_tokens'], help: 'how the DP controller spreads requests over DP ranks' },
   { name: 'nnodes', key: 'nnodes', type: 'int', default: 1, help: 'number of nodes' },
   { name: 'node-rank', key: 'nodeRank', type: 'int', default: 0, help: 'rank of this node' },
   { name: 'dist-init-addr', aliases: ['nccl-init-addr'], key: 'distInitAddr', type: 'str', default: null, metavar: 'HOST:PORT', help: 'multi-node rendezvous address' },
@@ -442,7 +444,8 @@ const VALUE_RULES: readonly ValueRule[] = [
 type NotBuiltRule = (a: Readonly<ServerArgs>, given: ReadonlySet<string>, machineCpus: number) => string | null;
 
 const NOT_BUILT_RULES: readonly NotBuiltRule[] = [
-  (a) => (a.dpSize > 1 ? `data parallelism (--dp-size ${a.dpSize}${a.enableDpAttention ? ' with --enable-dp-attention' : ''})` : null),
+  // --dp-size on one node: engine/dp_controller.ts (replicas, or attention-DP groups with --enable-dp-attention)
+  (a) => (a.dpSize > 1 && a.nnodes > 1 ? `data parallelism across nodes (--dp-size ${a.dpSize} with --nnodes ${a.nnodes})` : null),
   (a) => (a.ppSize > 1 ? `pipeline parallelism (--pp-size ${a.ppSize})` : null),
   // --nnodes > 1: cli/multinode.ts (needs Gloo; checks --dist-init-addr and tp_size % nnodes)
   (a) => (a.enablePrefillCp || a.attnCpSize > 1 ? 'prefill context parallelism (--enable-prefill-cp / --attn-cp-size)' : null),

@@ -23,6 +23,7 @@ import type { CoreModel, EngineCore } from './engine_core.js';
 import type { CoreOutput, FromCoreMsg } from './messages.js';
 import { TokenizerManager, type PreparedRequest } from './tokenizer_manager.js';
 import { TokenizerWorker } from './tokenizer_worker.js';
+import { DpControllerTransport } from './dp_controller.js';
 import { InProcessTransport, WorkerTransport, type CoreTransport } from './transport.js';
 import type { EngineApi, EngineInfo, EngineLoad, EngineOptions, GenerateOutput, GenerateRequest, ProfileReply, ProfileRequest } from './types.js';
 
@@ -110,7 +111,9 @@ export class Engine implements EngineApi {
     const log = logger ?? new Logger((options.logLevel ?? 'info') as LogLevel);
     const tokenizerPath = options.tokenizerPath ?? options.modelPath;
     const tokenizer = options.skipTokenizerInit ? null : loadTokenizer(tokenizerPath);
-    const useWorker = options.useWorkerThread !== false && !injected;
+    const dpSize = options.dpSize ?? 1;
+    // --dp-size > 1: one core per DP rank, each on its own thread, behind the DP controller (engine/dp_controller.ts)
+    const useWorker = (options.useWorkerThread !== false || dpSize > 1) && !injected;
     // The tokenizer worker loads while the core starts (both off this thread).
     const encoderStart = tokenizer && (options.tokenizerWorker ?? useWorker)
       ? TokenizerWorker.start({
@@ -135,7 +138,7 @@ export class Engine implements EngineApi {
       }
       return new Engine(t.core.info, tokenizer, encoder, t, options);
     }
-    const t = new WorkerTransport(options);
+    const t = dpSize > 1 ? new DpControllerTransport(options, log) : new WorkerTransport(options);
     const ready = new Deferred<EngineInfo>();
     t.onMessage((m) => {
       if (m.type === 'ready') ready.resolve(m.info);

@@ -9,7 +9,7 @@ import type { KvCodec } from '../common/index.js';
 import { deriveContextLength, loadModelConfig, readKernelEnv, type KernelEnv } from '../config/index.js';
 import { CacheManager, Scheduler, type StepStats } from '../scheduler/index.js';
 import { ChunkCache, KVPool, kvBytesPerToken as kvBytesPerTokenOf, RadixCache, ReqToTokenPool, TokenToKVPoolAllocator } from '../mem_cache/index.js';
-import { ModelRunner, launchTpRanks, planMemory, readAvailableMemoryBytes, type ForwardModel, type TpLaunch } from '../executor/index.js';
+import { ModelRunner, defaultThreadsPerRank, isLockstepModel, launchDpAttnGroup, launchTpRanks, planMemory, readAvailableMemoryBytes, type ForwardModel, type LockstepModel, type TpLaunch } from '../executor/index.js';
 import { computeBackendFor, createOps, loadNativeAddon, type NativeAddon, type NativeHandle } from '../kernels/index.js';
 import { setSamplerKernels } from '../sampling/index.js';
 import { loadModel, type LoadedModel } from '../models/index.js';
@@ -172,7 +172,18 @@ export class EngineCore {
     if (injected) cm = injected;
     else {
       let loaded: { model: ForwardModel; config: LoadedModel['config'] };
-      if (tpSize > 1) {
+      if (options.dpAttention) {
+        // one attention-DP group of the TP group: this thread is its attn_tp rank 0 (executor/dp_attention_runner.ts)
+        const dpSize = options.dpSize ?? 1;
+        const launch = launchDpAttnGroup({
+          rank: options.dpAttention.dpRank * (tpSize / dpSize), tpSize, epSize: options.epSize ?? 1, dpSize,
+          modelPath: options.modelPath, overrides: options.jsonModelOverrideArgs ?? {},
+          threads: options.numThreads ?? defaultThreadsPerRank(tpSize), groups: options.dpAttention.groups,
+          ...(options.kernelEnv ? { kernelEnv: options.kernelEnv } : {}), kvCacheDtype: kvCacheDtype ?? 'auto',
+        }, logger);
+        loaded = { model: launch.model, config: launch.rank0.config };
+        kvAlloc = launch.allocKv;
+      } else if (tpSize > 1) {
         const launch = loadTpModel(options, logger);
         loaded = { model: launch.model, config: launch.rank0.config };
         kvAlloc = launch.allocKv;
@@ -204,8 +215,9 @@ export class EngineCore {
     const specPlan = planSpec(options, draftSource, cm.architecture, pageSize, kvCacheDtype);
     const spec = specPlan?.cfg ?? null;
     // Every TP rank holds a KV pool of this layout (its heads; MLA's latent replicated) in this process's memory,
-    // each row in the KV dtype's codec; the draft's pool (same token slots) is budgeted with it.
-    const kvBytesPerToken = kvBytesPerTokenOf(layout) * tpSize + (specPlan?.draftBytesPerToken ?? 0);
+    // each row in the KV dtype's codec; the draft's pool (same token slots) is budgeted with it. Plain DP: dp replicas
+    // of tp ranks plan from the same memory; attention-DP groups share the tp ranks.
+    const kvBytesPerToken = kvBytesPerTokenOf(layout) * tpSize * (options.dpRank !== undefined ? options.dpSize ?? 1 : 1) + (specPlan?.draftBytesPerToken ?? 0);
     const maxRunningOpt = options.maxRunningRequests ?? (spec ? 48 : null);
     const plan = planMemory({
       totalMemBytes: memBefore,
@@ -313,10 +325,21 @@ export class EngineCore {
     this.logger = logger;
   }
 
-  /** Handles one message from the Engine. */
+  /** The model's lockstep with the other attention-DP groups (null outside DP-attention). */
+  private get lockstep(): LockstepModel | null {
+    const m = this.scheduler.runner.model;
+    return isLockstepModel(m) ? m : null;
+  }
+
+  /** Handles one message from the Engine (a DP controller's carry a `seq`, recorded for the lockstep). */
   handle(msg: ToCoreMsg): void {
     if (this.stopped) return;
+    const seq = (msg as { seq?: unknown }).seq;
+    if (typeof seq === 'number') this.lockstep?.noteSeq(seq);
     switch (msg.type) {
+      case 'kick':
+        this.kick();
+        return;
       case 'generate': {
         try {
           this.detok.add(msg.req.rid, msg.detok, msg.req.stream);
@@ -436,8 +459,24 @@ export class EngineCore {
       return;
     }
     const progressed = this.runOneStep();
+    let again = progressed && this.scheduler.hasWork;
+    const ls = this.lockstep;
+    if (ls) {
+      // attention-DP: every group steps while any group has work (idle batches where this one has none)
+      try {
+        again = ls.afterIteration(this.scheduler.hasWork);
+      } catch (e) {
+        const m = (e as Error).message;
+        // another group shutting down breaks the TP group: expected when the server stops
+        if (/attention-DP shutdown/.test(m)) this.logger.debug(`attention-DP group left: ${m}`);
+        else this.logger.error(`attention-DP step failed: ${m}`);
+        this.scheduler.abortAll();
+        this.runOneStep();
+        again = false;
+      }
+    }
     // Nothing runnable (e.g. every waiting request blocked): stop spinning; the next message kicks the loop again.
-    if (progressed && this.scheduler.hasWork) setImmediate(() => this.loop());
+    if (again && !this.stopped) setImmediate(() => this.loop());
     else this.looping = false;
   }
 

@@ -20,7 +20,9 @@ export type ToCoreMsg =
   | { readonly type: 'load'; readonly id: number }
   | { readonly type: 'start_profile'; readonly id: number; readonly req: ProfileRequest }
   | { readonly type: 'stop_profile'; readonly id: number }
-  | { readonly type: 'shutdown' };
+  | { readonly type: 'shutdown' }
+  /** DP controller → attention-DP group cores: a message (seq) reached another group; step with them. */
+  | { readonly type: 'kick'; readonly seq: number };
 
 /**
  * One emission of one internal request (deltas since its previous emission): the scheduler's ReqTokenOutput

@@ -5,7 +5,7 @@
 //          ──TokenizedReq──▶ scheduler + model + detokenizer (worker thread, or in-process for tests)
 //          ◀──GenerateOutput (AsyncIterable, one per emission)── Engine
 import type { KernelEnv } from '../config/index.js';
-import type { TpNodes } from '../executor/index.js';
+import type { DpAttnGroupRefs, TpNodes } from '../executor/index.js';
 import type { SamplingParamsInput } from '../sampling/index.js';
 import type { FinishReasonData, SchedulePolicy } from '../scheduler/index.js';
 import type { ProfileReply, ProfileRequest } from './profiler.js';
@@ -156,6 +156,19 @@ export interface EngineOptions {
   readonly tpSize?: number;
   /** --ep-size: expert-parallel size inside the TP group (default 1; must divide tpSize). */
   readonly epSize?: number;
+  /**
+   * --dp-size: data-parallel groups (default 1). Without enableDpAttention, dp independent replicas of tpSize ranks
+   * each behind one DP controller (engine/dp_controller.ts); with it, dp attention-DP groups inside the tpSize ranks.
+   */
+  readonly dpSize?: number;
+  /** --enable-dp-attention (with dpSize > 1): attn_tp = tp / dp ranks per group, MLPs over all tp ranks. */
+  readonly enableDpAttention?: boolean;
+  /** --load-balance-method of the DP controller: auto / round_robin, shortest_queue, minimum_tokens. */
+  readonly loadBalanceMethod?: string;
+  /** Set by the DP controller on each attention-DP group's core: its group and the groups' communicators. */
+  readonly dpAttention?: { readonly dpRank: number; readonly groups: DpAttnGroupRefs };
+  /** Set by the DP controller on each plain-DP replica's core: its replica index (log prefix). */
+  readonly dpRank?: number;
   /** --dist-timeout, seconds: how long a rank waits for its peers (default 1800, torch.distributed's). */
   readonly distTimeout?: number | null;
   /** --nnodes > 1 on node 0: this node's ranks and the Gloo groups spanning every node (cli/multinode.ts). */
@@ -241,6 +254,8 @@ export interface EngineLoad {
   /** Speculative decoding: average accept length since start-up (emitted tokens per request-verify), and accept rate. */
   readonly avgSpecAcceptLength?: number;
   readonly specAcceptRate?: number;
+  /** Under --dp-size > 1: each DP group's (replica's) own load, by DP rank (the fields above are their sums). */
+  readonly dpLoads?: readonly EngineLoad[];
 }
 
 /**

@@ -17,3 +17,4 @@ export * from './attention/radix_attention.js';
 export * from './moe/router.js';
 export * from './moe/experts.js';
 export * from './parallel.js';
+export * from './dp_attention.js';

@@ -3,6 +3,7 @@
 // vocabulary rows, experts and FFN columns a rank holds. The collectives go through the `tp` Communicator.
 import { InvalidRequestError } from '../common/index.js';
 import type { Communicator } from '../distributed/index.js';
+import type { DpAttention } from './dp_attention.js';
 
 /** One rank's place in the TP/EP layout. */
 export interface ParallelGroups {
@@ -16,6 +17,13 @@ export interface ParallelGroups {
   /** tp_size / ep_size ranks split each local expert's FFN width; this rank's index: tp_rank % moe_tp_size. */
   readonly moeTpSize: number;
   readonly moeTpRank: number;
+  /**
+   * Under --enable-dp-attention: this rank's attention layout (attn_tp ranks of its attention-DP group: heads, KV
+   * heads, embedding and LM head vocabulary split over them; dp_attention.ts). Absent: attention uses this layout.
+   */
+  readonly attn?: ParallelGroups;
+  /** Under --enable-dp-attention: the gather/scatter of the groups' tokens around each MLP (dp_attention.ts). */
+  readonly dp?: DpAttention;
 }
 
 /** tp = ep = 1. */
@@ -124,7 +132,7 @@ export function denseFfnRange(intermediateSize: number, p: ParallelGroups): Rang
 
 /** Sums a row-parallel partial result over the TP group, in place (no-op on one rank). @param buf [n] f32 */
 export function tpAllReduce(p: ParallelGroups, buf: Float32Array): Float32Array {
-  if (p.tp !== null) p.tp.allReduceSum(buf);
+  if (p.tp !== null && buf.length > 0) p.tp.allReduceSum(buf); // every rank of the group has the same length
   return buf;
 }
 

@@ -9,7 +9,7 @@ import type { ModelConfig } from '../config/index.js';
 import type { ExpertWeights, Ops, SparseKeys, Weight } from '../kernels/index.js';
 import {
   DsaIndexer, FusedMoE, LogitsProcessor, MlaAttention, ParallelLMHead, SINGLE_RANK, VocabEmbedding,
-  biasedGroupedTopK, deepseekRopeParams, deepseekRotaryTable, deepseekSoftmaxScale, expertRange, qHeadRange, tpAllReduce,
+  attnGroupsOf, biasedGroupedTopK, deepseekRopeParams, deepseekRotaryTable, deepseekSoftmaxScale, expertRange, qHeadRange, tpAllReduce,
 } from '../layers/index.js';
 import type { ForwardBatch, ForwardOutput, GroupedTopKConfig, MlaExtendForm, ParallelGroups } from '../layers/index.js';
 import type { KVPoolLayout } from '../mem_cache/index.js';
@@ -93,11 +93,29 @@ class DeepseekDecoderLayer {
   ): { topKIds: Int32Array | null; keys: SparseKeys | undefined } {
     const T = batch.numTokens;
     const D = this.inputLayernorm.length;
-    const a = this.ops.rmsNorm(x, T, D, this.inputLayernorm, this.eps);
-    const onSel = observer?.indexer ? (row: number, keys: Int32Array): void => observer.indexer!(this.layerId, row, keys) : undefined;
-    const { out, keys } = this.attn.forward(a, batch, kvLayer, onSel, sharedKeys);
-    this.ops.add(x, tpAllReduce(this.p, out), x); // o_proj is row-parallel
-    const m = this.ops.rmsNorm(x, T, D, this.postAttentionLayernorm, this.eps);
+    const dp = this.p.dp;
+    let keys: SparseKeys | undefined;
+    if (T > 0) { // an idle batch (DP-attention, T = 0) has no attention rows; it still joins the MLP below
+      const a = this.ops.rmsNorm(x, T, D, this.inputLayernorm, this.eps);
+      const onSel = observer?.indexer ? (row: number, keys: Int32Array): void => observer.indexer!(this.layerId, row, keys) : undefined;
+      const r = this.attn.forward(a, batch, kvLayer, onSel, sharedKeys);
+      keys = r.keys;
+      this.ops.add(x, tpAllReduce(attnGroupsOf(this.p), r.out), x); // o_proj is row-parallel (over attn_tp under DP-attention)
+    }
+    const m = T > 0 ? this.ops.rmsNorm(x, T, D, this.postAttentionLayernorm, this.eps) : x;
+    if (dp) {
+      // DP-attention: the MLP / MoE runs over every group's tokens, each group keeps its rows (dp_gather / dp_scatter)
+      const all = dp.gather(m, D);
+      if (this.mlp instanceof DeepseekMoE) {
+        const { y, topKIds } = this.mlp.forward(all, dp.totalTokens);
+        if (T > 0) this.ops.add(x, dp.scatter(y, D), x);
+        const k = topKIds.length / Math.max(1, dp.totalTokens);
+        return { topKIds: topKIds.slice(dp.offset * k, (dp.offset + T) * k), keys };
+      }
+      const y = this.mlp.forward(all, dp.totalTokens);
+      if (T > 0) this.ops.add(x, dp.scatter(y, D), x);
+      return { topKIds: null, keys };
+    }
     if (this.mlp instanceof DeepseekMoE) {
       const { y, topKIds } = this.mlp.forward(m, T);
       this.ops.add(x, y, x);
@@ -192,8 +210,8 @@ export class DeepseekV32ForCausalLM implements CausalLM {
    */
   forward(batch: ForwardBatch): ForwardOutput {
     const T = batch.numTokens;
-    ensureLocs(batch);
-    const x = this.embed.forward(batch.inputIds); // [T, D]
+    if (T > 0) ensureLocs(batch);
+    const x = T > 0 ? this.embed.forward(batch.inputIds) : new Float32Array(0); // [T, D]
     const routed: (Int32Array | null)[] = [];
     let keys: SparseKeys | undefined; // the last DSA selection, for layers that reuse it (Index Cache)
     for (let l = 0; l < this.layers.length; l++) {
@@ -201,6 +219,7 @@ export class DeepseekV32ForCausalLM implements CausalLM {
       routed.push(r.topKIds);
       keys = r.keys;
     }
+    if (T === 0) return { logits: new Float32Array(0) }; // an idle batch (DP-attention) has no rows
     const h = this.ops.rmsNorm(x, T, this.deepseek.hiddenSize, this.norm, this.deepseek.rmsNormEps);
     const out = this.logits.forward(h, batch, this.lmHead);
     const withHidden = batch.captureAllHidden ? { ...out, allHiddenStates: h } : out;
@@ -234,6 +253,7 @@ function buildLayer(cfg: DeepseekConfig, layerId: number, w: WeightStore, opts: 
   }
   const hasQLora = cfg.qLoraRank !== null;
   const par = opts.parallel ?? SINGLE_RANK;
+  const pa = attnGroupsOf(par); // heads over attn_tp under DP-attention
   const attn = new MlaAttention(ops, {
     qAProj: hasQLora ? w.get(p + 'self_attn.q_a_proj.weight') : null,
     qALayernorm: hasQLora ? w.f32(p + 'self_attn.q_a_layernorm.weight') : null,
@@ -242,7 +262,7 @@ function buildLayer(cfg: DeepseekConfig, layerId: number, w: WeightStore, opts: 
     kvALayernorm: w.f32(p + 'self_attn.kv_a_layernorm.weight'),
     kvBProj: w.get(p + 'self_attn.kv_b_proj.weight'),
     oProj: w.get(p + 'self_attn.o_proj.weight'),
-  }, { ...cfg.mla, numHeads: qHeadRange(cfg.mla.numHeads, par).count }, {
+  }, { ...cfg.mla, numHeads: qHeadRange(cfg.mla.numHeads, pa).count }, {
     hiddenSize: cfg.hiddenSize,
     rmsNormEps: cfg.rmsNormEps,
     scale: deepseekSoftmaxScale(cfg.mla.qkNopeHeadDim + cfg.mla.qkRopeHeadDim, cfg.ropeScaling),
@@ -277,9 +297,9 @@ function buildLayer(cfg: DeepseekConfig, layerId: number, w: WeightStore, opts: 
 export function createDeepseekModel(config: ModelConfig, weights: WeightStore, opts: DeepseekModelOptions): DeepseekV32ForCausalLM {
   const cfg = parseDeepseekConfig(config);
   const ops = opts.ops;
-  const par = opts.parallel ?? SINGLE_RANK;
-  const embed = new VocabEmbedding(weights.get('model.embed_tokens.weight'), ops, par, cfg.vocabSize);
-  const lmHead = new ParallelLMHead(weights.get(cfg.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight'), ops, par, cfg.vocabSize);
+  const pa = attnGroupsOf(opts.parallel ?? SINGLE_RANK); // the attn_tp ranks under DP-attention
+  const embed = new VocabEmbedding(weights.get('model.embed_tokens.weight'), ops, pa, cfg.vocabSize);
+  const lmHead = new ParallelLMHead(weights.get(cfg.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight'), ops, pa, cfg.vocabSize);
   const logits = new LogitsProcessor(cfg.hiddenSize);
   const layers: DeepseekDecoderLayer[] = [];
   for (let l = 0; l < cfg.numLayers; l++) layers.push(buildLayer(cfg, l, weights, opts));

@@ -13,7 +13,7 @@ import type { ModelConfig } from '../config/index.js';
 import type { ExpertWeights, Ops } from '../kernels/index.js';
 import {
   CpuAttentionBackend, FusedMoE, Linear, LogitsProcessor, ParallelLMHead, RMSNorm, RadixAttention, RotaryEmbedding,
-  SINGLE_RANK, ScratchBuffers, VocabEmbedding, expertRange, kvHeadRange, qHeadRange, selectExperts, tpAllReduce, tpRmsNormInPlace,
+  SINGLE_RANK, ScratchBuffers, VocabEmbedding, attnGroupsOf, expertRange, kvHeadRange, qHeadRange, selectExperts, tpAllReduce, tpRmsNormInPlace,
 } from '../layers/index.js';
 import type { AttentionBackend, ForwardBatch, ForwardOutput, ParallelGroups, ScoringFunc } from '../layers/index.js';
 import type { KVPoolLayout } from '../mem_cache/index.js';
@@ -245,7 +245,7 @@ class MiniMaxM2DecoderLayer {
   constructor(layerId: number, d: MiniMaxM2Dims, w: WeightStore, rotary: RotaryEmbedding, ops: Ops, par: ParallelGroups) {
     const p = `model.layers.${layerId}`;
     this.inputLayernorm = new RMSNorm(w.f32(`${p}.input_layernorm.weight`), d.rmsNormEps, ops);
-    this.selfAttn = new MiniMaxM2Attention(layerId, d, w, rotary, ops, par);
+    this.selfAttn = new MiniMaxM2Attention(layerId, d, w, rotary, ops, attnGroupsOf(par)); // attn_tp under DP-attention
     this.postAttentionLayernorm = new RMSNorm(w.f32(`${p}.post_attention_layernorm.weight`), d.rmsNormEps, ops);
     this.blockSparseMoe = new MiniMaxM2SparseMoe(layerId, d, w, ops, par);
   }
@@ -279,11 +279,12 @@ export class MiniMaxM2ForCausalLM implements CausalLM {
     this.ops = ops;
     const d = this.dims;
     const par = parallel;
-    this.embedTokens = new VocabEmbedding(weights.get('model.embed_tokens.weight'), ops, par, d.vocabSize);
+    const pa = attnGroupsOf(par); // embedding, attention and lm_head: the attn_tp ranks under DP-attention
+    this.embedTokens = new VocabEmbedding(weights.get('model.embed_tokens.weight'), ops, pa, d.vocabSize);
     const rotary = RotaryEmbedding.standard(d.rotaryDim, d.ropeTheta, 'neox', ops);
     for (let i = 0; i < d.numLayers; i++) this.layers.push(new MiniMaxM2DecoderLayer(i, d, weights, rotary, ops, par));
     this.norm = new RMSNorm(weights.f32('model.norm.weight'), d.rmsNormEps, ops);
-    this.lmHead = new ParallelLMHead(weights.get(d.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight'), ops, par, d.vocabSize);
+    this.lmHead = new ParallelLMHead(weights.get(d.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight'), ops, pa, d.vocabSize);
     this.logitsProcessor = new LogitsProcessor(d.hiddenSize);
     this.backend = backend ?? new CpuAttentionBackend(ops);
     const scale = (l: number, which: 'k' | 'v'): number => (weights.has(kvScaleName(l, which)) ? weights.f32(kvScaleName(l, which))[0] : 1);
@@ -295,7 +296,7 @@ export class MiniMaxM2ForCausalLM implements CausalLM {
    * with the layer's k_scale / v_scale from the checkpoint when present, else 1.0 (SGLang's RadixAttention k_scale / v_scale).
    */
   kvPoolLayout(kvCacheDtype: KvCacheDtype = 'auto'): KVPoolLayout {
-    const width = kvHeadRange(this.dims.numKvHeads, this.parallel).count * this.dims.headDim; // this rank's KV heads
+    const width = kvHeadRange(this.dims.numKvHeads, attnGroupsOf(this.parallel)).count * this.dims.headDim; // this rank's KV heads
     const codecs = (which: 'k' | 'v') => this.kvScales.map((s) => scalarKvCodec(kvCacheDtype, s[which]));
     return { numLayers: this.dims.numLayers, buffers: [{ name: 'k', width, codec: codecs('k') }, { name: 'v', width, codec: codecs('v') }] };
   }
@@ -312,19 +313,32 @@ export class MiniMaxM2ForCausalLM implements CausalLM {
       const id = batch.inputIds[t];
       if (id < 0 || id >= V) throw new InvalidRequestError(`input id ${id} at row ${t} is outside the vocabulary [0, ${V})`, 'input_ids');
     }
-    this.backend.initForwardMetadata(batch);
+    const dp = this.parallel.dp;
+    if (T > 0) this.backend.initForwardMetadata(batch);
     const routed: Int32Array[] | undefined = batch.captureRoutedExperts ? [] : undefined;
     const s = this.scratch;
     const D = this.dims.hiddenSize;
-    const h = this.embedTokens.forward(batch.inputIds, s.get('residual', T * D)); // [T, D] residual stream
+    const h = T > 0 ? this.embedTokens.forward(batch.inputIds, s.get('residual', T * D)) : new Float32Array(0); // [T, D] residual stream
     for (const layer of this.layers) {
-      const a = layer.inputLayernorm.forward(h, T, s.get('attn.in', T * D));
-      this.ops.add(h, layer.selfAttn.forward(a, batch, this.backend, s), h);
-      const m = layer.postAttentionLayernorm.forward(h, T, s.get('moe.in', T * D));
+      if (T > 0) {
+        const a = layer.inputLayernorm.forward(h, T, s.get('attn.in', T * D));
+        this.ops.add(h, layer.selfAttn.forward(a, batch, this.backend, s), h);
+      }
+      const m = T > 0 ? layer.postAttentionLayernorm.forward(h, T, s.get('moe.in', T * D)) : h;
+      if (dp) {
+        // DP-attention: the MoE runs over every group's tokens (an idle group, T = 0, still takes part)
+        const all = dp.gather(m, D);
+        const { out, topKIds } = layer.blockSparseMoe.forward(all, dp.totalTokens, s);
+        if (T > 0) this.ops.add(h, dp.scatter(out, D), h);
+        const k = topKIds.length / Math.max(1, dp.totalTokens);
+        routed?.push(topKIds.slice(dp.offset * k, (dp.offset + T) * k));
+        continue;
+      }
       const { out, topKIds } = layer.blockSparseMoe.forward(m, T, s);
       this.ops.add(h, out, h);
       routed?.push(topKIds);
     }
+    if (T === 0) return { logits: new Float32Array(0) }; // an idle batch (DP-attention) has no rows
     const res = this.logitsProcessor.forward(h, batch, this.lmHead, this.norm);
     return routed ? { ...res, routedExperts: routed } : res;
   }

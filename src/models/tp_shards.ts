@@ -2,10 +2,11 @@
 // column-parallel (rows of the stored [out, in] weight) q/k/v, q_b, kv_b, gate/up; row-parallel (columns) o_proj and
 // down; vocab-parallel embedding and lm_head; routed experts by EP block (others not loaded), their FFN width by
 // moe_tp; replicated: norms, routers, MLA's q_a/kv_a (the latent KV is replicated per rank), the DSA indexer (SGLang
-// builds it from ReplicatedLinear), DeepSeek's shared experts and the MTP layer's eh_proj.
+// builds it from ReplicatedLinear), DeepSeek's shared experts and the MTP layer's eh_proj. Under DP-attention the
+// attention-side tensors split over the attn_tp ranks of the rank's group (ParallelGroups.attn), the MLPs over all.
 import type { ModelConfig } from '../config/index.js';
 import { configInt } from '../config/index.js';
-import { denseFfnRange, expertFfnRange, expertRange, kvHeadRange, qHeadRange, vocabRange } from '../layers/index.js';
+import { attnGroupsOf, denseFfnRange, expertFfnRange, expertRange, kvHeadRange, qHeadRange, vocabRange } from '../layers/index.js';
 import type { ParallelGroups, Range } from '../layers/index.js';
 import { isMoeLayer, parseDeepseekConfig } from './deepseek_v32_config.js';
 import type { TensorShard, TensorSpec } from './weights.js';
@@ -38,11 +39,12 @@ function expertId(name: string): number | null {
  */
 export function miniMaxM2Shards(cfg: ModelConfig, specs: readonly TensorSpec[], p: ParallelGroups): TensorSpec[] {
   const hd = cfg.headDim;
-  const q = qHeadRange(cfg.numAttentionHeads, p);
-  const kv = kvHeadRange(cfg.numKeyValueHeads, p);
+  const pa = attnGroupsOf(p); // attention, embedding and lm_head: the attn_tp ranks under DP-attention
+  const q = qHeadRange(cfg.numAttentionHeads, pa);
+  const kv = kvHeadRange(cfg.numKeyValueHeads, pa);
   const experts = expertRange(configInt(cfg, 'num_local_experts'), p);
   const ffn = expertFfnRange(configInt(cfg, 'intermediate_size'), p);
-  const vocab = vocabRange(cfg.vocabSize, p);
+  const vocab = vocabRange(cfg.vocabSize, pa);
   return applyShards(specs, (name) => {
     if (name === 'model.embed_tokens.weight' || name === 'lm_head.weight') return rows(vocab);
     if (/self_attn\.(q_proj|q_norm)\.weight$/.test(name)) return rows(q, hd);
@@ -64,8 +66,9 @@ export function miniMaxM2Shards(cfg: ModelConfig, specs: readonly TensorSpec[], 
 export function deepseekShards(config: ModelConfig, specs: readonly TensorSpec[], p: ParallelGroups): TensorSpec[] {
   const cfg = parseDeepseekConfig(config);
   const { qkNopeHeadDim: dn, qkRopeHeadDim: dr, vHeadDim: dv } = cfg.mla;
-  const heads = qHeadRange(cfg.mla.numHeads, p);
-  const vocab = vocabRange(cfg.vocabSize, p);
+  const pa = attnGroupsOf(p); // attention, embedding and lm_head: the attn_tp ranks under DP-attention
+  const heads = qHeadRange(cfg.mla.numHeads, pa);
+  const vocab = vocabRange(cfg.vocabSize, pa);
   const moe = Array.from({ length: cfg.numLayers + cfg.numNextnLayers }, (_, l) => isMoeLayer(cfg, l));
   const experts = moe.some((m) => m) ? expertRange(cfg.numRoutedExperts, p) : null;
   const ffn = moe.some((m) => m) ? expertFfnRange(cfg.moeIntermediateSize, p) : null;

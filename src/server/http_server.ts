@@ -394,15 +394,16 @@ async function serverInfo(s: HttpServer, ex: Exchange): Promise<void> {
     chunked_prefill_size: info.chunkedPrefillSize,
     page_size: info.pageSize,
     kv_cache_max_bytes: info.kvCacheMaxBytes ?? null,
-    internal_states: [{
-      last_gen_throughput: load.genThroughput,
-      num_running_reqs: load.numRunningReqs,
-      num_queue_reqs: load.numQueueReqs,
-      token_usage: load.tokenUsage,
-      cache_hit_rate: load.cacheHitRate,
-      kv_cache_committed_bytes: load.kvCacheCommittedBytes ?? null,
-      ...(load.avgSpecAcceptLength !== undefined ? { avg_spec_accept_length: load.avgSpecAcceptLength } : {}),
-    }],
+    // one entry per DP rank (SGLang: each scheduler's internal state); one when dp_size = 1
+    internal_states: (load.dpLoads ?? [load]).map((l) => ({
+      last_gen_throughput: l.genThroughput,
+      num_running_reqs: l.numRunningReqs,
+      num_queue_reqs: l.numQueueReqs,
+      token_usage: l.tokenUsage,
+      cache_hit_rate: l.cacheHitRate,
+      kv_cache_committed_bytes: l.kvCacheCommittedBytes ?? null,
+      ...(l.avgSpecAcceptLength !== undefined ? { avg_spec_accept_length: l.avgSpecAcceptLength } : {}),
+    })),
     version: d.version,
     ...(d.tsglangVersion !== undefined ? { tsglang_version: d.tsglangVersion } : {}),
   });

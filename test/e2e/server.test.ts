@@ -269,7 +269,7 @@ test('a client that disconnects aborts its request (the engine has nothing runni
 
 test('flags whose feature is not built stop start-up with a clear message', () => {
   for (const [flags, re] of [
-    [['--dp', '2'], /data parallelism \(--dp-size 2/],
+    [['--pp-size', '2'], /pipeline parallelism \(--pp-size 2/],
     [['--speculative-algorithm', 'EAGLE3'], /speculative algorithm EAGLE3/],
     [['--disaggregation-mode', 'prefill'], /disaggregation/],
   ] as [string[], RegExp][]) {

@@ -1,0 +1,235 @@
+// The DP controller (SGLang managers/data_parallel_controller.py): with --dp-size > 1 the Engine talks to dp engine
+// cores, one per DP rank, each in its own worker thread with its own scheduler, requests, radix cache and KV pool, and
+// this transport dispatches between them. Without --enable-dp-attention each core is an independent replica of tp
+// ranks; with it, each core is one attention-DP group of the one TP group (the communicators are made here and
+// handed to every group), and the cores step in lockstep (executor/dp_attention_runner.ts): every message a group
+// receives carries a sequence number and every other group is sent a `kick` with it, so no group stops stepping
+// while a message is on its way to another.
+// Requests are spread by --load-balance-method: round_robin (and auto), shortest_queue (fewest requests in flight),
+// minimum_tokens (fewest prompt + generated tokens in flight); control messages go to every core and their replies
+// are combined (load: sums plus each group's own load in `dpLoads`).
+import { availableParallelism } from 'node:os';
+import { InvalidRequestError } from '../common/index.js';
+import type { Logger } from '../common/index.js';
+import { createLocalGroup, type GroupRef } from '../distributed/index.js';
+import { defaultThreadsPerRank, type DpAttnGroupRefs } from '../executor/index.js';
+import type { FromCoreMsg, ToCoreMsg } from './messages.js';
+import { WorkerTransport, type CoreTransport } from './transport.js';
+import type { EngineLoad, EngineOptions } from './types.js';
+
+/** --load-balance-method choices (SGLang LoadBalanceMethod names). */
+export const LOAD_BALANCE_METHODS = ['auto', 'round_robin', 'shortest_queue', 'minimum_tokens'] as const;
+
+/** Where a request went and what it weighs. */
+interface InFlight {
+  readonly dpRank: number;
+  tokens: number;
+}
+
+/** Picks a DP rank for each request. */
+export class DpLoadBalancer {
+  private next = 0;
+  /** Requests in flight per DP rank. */
+  readonly reqs: number[];
+  /** Prompt + generated tokens in flight per DP rank. */
+  readonly tokens: number[];
+
+  /** @throws InvalidRequestError for an unknown method */
+  constructor(readonly dpSize: number, readonly method: string = 'auto') {
+    if (!(LOAD_BALANCE_METHODS as readonly string[]).includes(method)) {
+      throw new InvalidRequestError(`argument --load-balance-method: invalid choice: '${method}' (choose from ${LOAD_BALANCE_METHODS.map((m) => `'${m}'`).join(', ')})`, 'load_balance_method');
+    }
+    this.reqs = new Array<number>(dpSize).fill(0);
+    this.tokens = new Array<number>(dpSize).fill(0);
+  }
+
+  /** The DP rank of the next request (ties: the lowest rank after the round-robin cursor). */
+  pick(): number {
+    if (this.method === 'shortest_queue' || this.method === 'minimum_tokens') {
+      const key = this.method === 'shortest_queue' ? this.reqs : this.tokens;
+      let best = -1;
+      for (let i = 0; i < this.dpSize; i++) {
+        const g = (this.next + i) % this.dpSize;
+        if (best < 0 || key[g] < key[best]) best = g;
+      }
+      this.next = (best + 1) % this.dpSize;
+      return best;
+    }
+    const g = this.next;
+    this.next = (this.next + 1) % this.dpSize;
+    return g;
+  }
+}
+
+/** The groups of a DP-attention layout: the TP group, and per attention-DP group its attn_tp and step groups. */
+function makeDpAttnGroups(tp: number, dp: number, timeoutMs: number): DpAttnGroupRefs {
+  const a = tp / dp;
+  const one = (name: string): GroupRef | null => (a > 1 ? createLocalGroup(a, { name, timeoutMs }) : null);
+  return {
+    tp: createLocalGroup(tp, { name: 'tp', timeoutMs }),
+    attn: Array.from({ length: dp }, (_, g) => one(`attn_tp${g}`)),
+    step: Array.from({ length: dp }, (_, g) => one(`dp${g}_step`)),
+  };
+}
+
+/** CoreTransport over dp engine cores (worker threads). */
+export class DpControllerTransport implements CoreTransport {
+  private readonly cores: WorkerTransport[] = [];
+  private readonly lb: DpLoadBalancer;
+  private readonly lockstep: boolean;
+  private handler: (msg: FromCoreMsg) => void = () => {};
+  private readonly owner = new Map<string, InFlight>();
+  private seq = 0;
+  private readonly ready: (FromCoreMsg & { type: 'ready' })[] = [];
+  private failedInit = false;
+  /** Replies being combined, by request id. */
+  private readonly pending = new Map<number, { type: string; values: unknown[] }>();
+
+  /**
+   * Starts dp engine cores (they load their models in their threads; `ready` is sent once all are).
+   * @throws InvalidRequestError for a layout that does not split (dp-attention needs tp % dp == 0)
+   */
+  constructor(options: EngineOptions, private readonly logger: Logger) {
+    const dp = options.dpSize ?? 1;
+    const tp = options.tpSize ?? 1;
+    this.lockstep = options.enableDpAttention === true;
+    this.lb = new DpLoadBalancer(dp, options.loadBalanceMethod ?? 'auto');
+    if (this.lockstep && tp % dp !== 0) throw new InvalidRequestError(`--enable-dp-attention needs tp_size % dp_size == 0, got ${tp} % ${dp} = ${tp % dp}`, 'dp_size');
+    const timeoutMs = (options.distTimeout ?? 1800) * 1000;
+    const groups = this.lockstep ? makeDpAttnGroups(tp, dp, timeoutMs) : null;
+    // threads per rank: every rank of every group shares this machine's cores
+    const numThreads = options.numThreads ?? defaultThreadsPerRank(this.lockstep ? tp : tp * dp, availableParallelism());
+    for (let g = 0; g < dp; g++) {
+      const o: EngineOptions = { ...options, numThreads, ...(groups ? { dpAttention: { dpRank: g, groups } } : { dpRank: g }) };
+      const core = new WorkerTransport(o);
+      core.onMessage((m) => this.fromCore(g, m));
+      this.cores.push(core);
+    }
+    logger.info(`DP controller: ${dp} ${this.lockstep ? `attention-DP groups of attn_tp_size ${tp / dp} (tp_size ${tp})` : `replicas of tp_size ${tp}`}, load_balance_method=${this.lb.method}`);
+  }
+
+  send(msg: ToCoreMsg): void {
+    switch (msg.type) {
+      case 'generate': {
+        const g = this.lb.pick();
+        const tokens = msg.req.inputIds.length;
+        this.owner.set(msg.req.rid, { dpRank: g, tokens });
+        this.lb.reqs[g]++;
+        this.lb.tokens[g] += tokens;
+        this.toCore(g, msg);
+        return;
+      }
+      case 'abort': {
+        const o = this.owner.get(msg.rid);
+        if (o) this.toCore(o.dpRank, msg);
+        else this.toAll(msg);
+        return;
+      }
+      case 'start_profile':
+      case 'stop_profile':
+        this.toCore(0, msg); // the profile of DP rank 0's core (SGLang profiles each rank into its own file)
+        return;
+      case 'flush':
+      case 'load':
+        this.pending.set(msg.id, { type: msg.type, values: [] });
+        this.toAll(msg);
+        return;
+      default:
+        this.toAll(msg);
+    }
+  }
+
+  /** Sends `msg` to core g with the next seq; under lockstep every other core gets a kick with it. */
+  private toCore(g: number, msg: ToCoreMsg): void {
+    const seq = ++this.seq;
+    this.cores[g].send({ ...msg, seq } as ToCoreMsg);
+    if (this.lockstep) for (let h = 0; h < this.cores.length; h++) if (h !== g) this.cores[h].send({ type: 'kick', seq });
+  }
+
+  private toAll(msg: ToCoreMsg): void {
+    const seq = ++this.seq;
+    for (const c of this.cores) c.send({ ...msg, seq } as ToCoreMsg);
+  }
+
+  private fromCore(g: number, m: FromCoreMsg): void {
+    switch (m.type) {
+      case 'ready':
+        this.ready[g] = m;
+        if (this.ready.filter(Boolean).length === this.cores.length) this.handler(this.ready[0]); // DP rank 0's facts
+        return;
+      case 'init_error':
+        if (!this.failedInit) {
+          this.failedInit = true;
+          this.handler({ ...m, message: `DP rank ${g}: ${m.message}` });
+        }
+        return;
+      case 'outputs':
+        for (const o of m.outputs) {
+          const f = this.owner.get(o.rid);
+          if (!f) continue;
+          const add = o.outputIds.length;
+          f.tokens += add;
+          this.lb.tokens[f.dpRank] += add;
+          if (o.finishReason) this.release(o.rid);
+        }
+        this.handler(m);
+        return;
+      case 'req_error':
+        this.release(m.rid);
+        this.handler(m);
+        return;
+      case 'reply': {
+        const p = this.pending.get(m.id);
+        if (!p) return this.handler(m); // profile replies (DP rank 0 only)
+        p.values[g] = m.value;
+        if (p.values.filter((v) => v !== undefined).length < this.cores.length) return;
+        this.pending.delete(m.id);
+        const value = p.type === 'flush' ? p.values.every(Boolean) : combineLoads(p.values as EngineLoad[]);
+        this.handler({ type: 'reply', id: m.id, value });
+        return;
+      }
+    }
+  }
+
+  private release(rid: string): void {
+    const f = this.owner.get(rid);
+    if (!f) return;
+    this.owner.delete(rid);
+    this.lb.reqs[f.dpRank]--;
+    this.lb.tokens[f.dpRank] -= f.tokens;
+  }
+
+  onMessage(handler: (msg: FromCoreMsg) => void): void {
+    this.handler = handler;
+  }
+
+  onFatal(handler: (err: Error) => void): void {
+    this.cores.forEach((c, g) => c.onFatal((e) => handler(new Error(`DP rank ${g}: ${e.message}`))));
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.cores.map((c) => c.close()));
+  }
+}
+
+/** The engine's load under DP: sums of every group's counters, token usage over their capacities, and each group's own. */
+export function combineLoads(loads: readonly EngineLoad[]): EngineLoad {
+  const sum = (f: (l: EngineLoad) => number | undefined): number => loads.reduce((s, l) => s + (f(l) ?? 0), 0);
+  const used = sum((l) => l.numUsedTokens);
+  const cap = sum((l) => (l.tokenUsage > 0 ? l.numUsedTokens / l.tokenUsage : 0));
+  const prompt = loads.length;
+  return {
+    numRunningReqs: sum((l) => l.numRunningReqs),
+    numQueueReqs: sum((l) => l.numQueueReqs),
+    numUsedTokens: used,
+    tokenUsage: cap > 0 ? used / cap : sum((l) => l.tokenUsage) / Math.max(1, prompt),
+    evictableTokens: sum((l) => l.evictableTokens),
+    genThroughput: sum((l) => l.genThroughput),
+    cacheHitRate: sum((l) => l.cacheHitRate) / Math.max(1, prompt),
+    numRetractedReqs: sum((l) => l.numRetractedReqs),
+    kvCacheCommittedBytes: sum((l) => l.kvCacheCommittedBytes),
+    numGrammarQueueReqs: sum((l) => l.numGrammarQueueReqs),
+    numSoRequests: sum((l) => l.numSoRequests),
+    dpLoads: loads,
+  };
+}
