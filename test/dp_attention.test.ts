@@ -118,3 +118,32 @@ test('DP load balancer: round_robin / auto cycle, shortest_queue takes the fewes
   assert.equal(mt.pick(), 1);
   assert.throws(() => new DpLoadBalancer(2, 'random'), /invalid choice: 'random'/);
 });
+
+test('DP-attention tp 2 × dp 2 (DeepSeek): chunked + mixed prefill, pages, retraction in a small pool, radix hits, n > 1, flush: the tp 1 tokens', NEEDS_SHARED, async () => {
+  const golden = goldenOf('tiny-deepseek-v32');
+  const base = golden.prompts.map((p) => p.tokens);
+  const prompts = [...base, base[2].slice(0, 30), base[1].concat([5, 6, 7])];
+  const ref = await engine('tiny-deepseek-v32', { useWorkerThread: false });
+  const want: number[][] = [];
+  for (let i = 0; i < prompts.length; i++) want.push((await gen(ref, `ref${i}`, prompts[i], 20)).ids);
+  await ref.shutdown();
+  const e = await engine('tiny-deepseek-v32', { tpSize: 2, dpSize: 2, enableDpAttention: true, chunkedPrefillSize: 16, enableMixedChunk: true, pageSize: 4, maxTotalTokens: 136, scheduleConservativeness: 0.3 });
+  try {
+    const got = await Promise.all(prompts.map((p, i) => gen(e, `c${i}`, p, 20)));
+    got.forEach((g, i) => assert.deepEqual(g.ids, want[i], `prompt ${i} (${JSON.stringify(g.last.finishReason)})`));
+    const hit = await gen(e, 'hit', prompts[1], 20); // round robin: the group that served c1 served nothing since? either way cached on one
+    const hit2 = await gen(e, 'hit2', prompts[1], 20);
+    assert.deepEqual([hit.ids, hit2.ids], [want[1], want[1]]);
+    assert.ok(hit.last.cachedTokens > 0 || hit2.last.cachedTokens > 0, 'a radix hit in one group');
+    const outs: GenerateOutput[] = [];
+    for await (const o of e.generate({ rid: 'n2', inputIds: prompts[0], stream: false, samplingParams: { temperature: 0, maxNewTokens: 6, ignoreEos: true, n: 2 } })) outs.push(o);
+    assert.deepEqual(outs.map((o) => o.outputIds), [want[0].slice(0, 6), want[0].slice(0, 6)]);
+    const load = await e.getLoad();
+    assert.ok(load.numRetractedReqs > 0, `the small pools retracted (${load.dpLoads!.map((l) => l.numRetractedReqs).join(', ')})`);
+    assert.equal(await e.flushCache(), true);
+    const after = await e.getLoad();
+    assert.deepEqual(after.dpLoads!.map((l) => l.numUsedTokens + l.evictableTokens), [0, 0], 'every group\'s pool is free after flush');
+  } finally {
+    await e.shutdown();
+  }
+});

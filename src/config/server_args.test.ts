@@ -77,7 +77,7 @@ test('flags whose feature is not built stop start-up with a message saying so', 
     [['--speculative-algorithm', 'NGRAM'], /speculative algorithm NGRAM/],
     [['--disaggregation-mode', 'prefill'], /prefill\/decode disaggregation/],
     [['--kv-cache-dtype', 'fp4_e2m1'], /KV cache dtype 'fp4_e2m1'/],
-    [['--enable-prefill-cp', '--cp-strategy', 'interleave'], /context parallelism/],
+    [['--tp', '8', '--enable-prefill-cp', '--cp-strategy', 'zigzag'], /zigzag prefill context parallelism.*unavailable for DeepSeek V3\.2/],
     [['--pp-size', '2'], /pipeline parallelism/],
     [['--quantization', 'modelopt_fp4'], /quantization 'modelopt_fp4'/],
   ];
@@ -96,6 +96,17 @@ test('--tp / --ep are accepted (ranks are threads); ep_size must divide tp_size;
   assert.deepEqual(check(['--tp', '2']).notices, []);
   assert.match(check(['--tp', '8', '--ep', '8']).notices.join('\n'), /--tp-size 8 runs 8 rank threads on 2 CPU core\(s\)/);
   assert.throws(() => check(['--tp', '4', '--ep', '3']), /argument --ep-size: must divide --tp-size: tp_size % ep_size == 0 is required, got 4 % 3 = 1/);
+});
+
+test('prefill CP: the seed --tp 8 --enable-prefill-cp --attn-cp-size 8 --cp-strategy interleave is accepted; interleave with --dp > 1 and a cp that does not divide tp are refused', () => {
+  const dir = checkpointDir();
+  const check = (argv: string[]) => {
+    const p = parseServerArgs(['--model-path', dir, ...argv]);
+    return { ...validateServerArgs(p.args, p.given, 2), args: p.args };
+  };
+  assert.equal(check(['--tp', '8', '--enable-prefill-cp', '--attn-cp-size', '8', '--cp-strategy', 'interleave', '--max-running-requests', '32']).args.attnCpSize, 8);
+  assert.throws(() => check(['--tp', '8', '--dp', '2', '--enable-dp-attention', '--enable-prefill-cp', '--cp-strategy', 'interleave']), /argument --cp-strategy: interleave prefill CP does not support --dp-size greater than 1/);
+  assert.throws(() => check(['--tp', '8', '--attn-cp-size', '3', '--enable-prefill-cp']), /argument --attn-cp-size: must divide tp_size \/ dp_size/);
 });
 
 test('--dp (replicas) and --dp with --enable-dp-attention are accepted on one node; dp must divide tp; --load-balance-method', () => {

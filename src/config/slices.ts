@@ -125,6 +125,8 @@ export function engineSlice(a: Readonly<ServerArgs>, modelPath: string): EngineS
     dpSize: a.dpSize,
     enableDpAttention: a.enableDpAttention && a.dpSize > 1,
     loadBalanceMethod: a.loadBalanceMethod,
+    // --enable-prefill-cp without --attn-cp-size: every attention rank of the (dp = 1) TP group is a CP rank
+    attnCpSize: a.attnCpSize > 1 ? a.attnCpSize : a.enablePrefillCp ? Math.max(1, Math.floor(a.tpSize / a.dpSize)) : 1,
     distTimeout: a.distTimeout,
     logLevel: a.logLevel,
     grammarBackend: a.grammarBackend,

@@ -12,7 +12,7 @@ import { availableParallelism } from 'node:os';
 import { InvalidRequestError } from '../common/index.js';
 import type { Logger } from '../common/index.js';
 import { createLocalGroup, type GroupRef } from '../distributed/index.js';
-import { defaultThreadsPerRank, type DpAttnGroupRefs } from '../executor/index.js';
+import { breakGroups, defaultThreadsPerRank, type DpAttnGroupRefs } from '../executor/index.js';
 import type { FromCoreMsg, ToCoreMsg } from './messages.js';
 import { WorkerTransport, type CoreTransport } from './transport.js';
 import type { EngineLoad, EngineOptions } from './types.js';
@@ -103,6 +103,8 @@ export class DpControllerTransport implements CoreTransport {
       const o: EngineOptions = { ...options, numThreads, ...(groups ? { dpAttention: { dpRank: g, groups } } : { dpRank: g }) };
       const core = new WorkerTransport(o);
       core.onMessage((m) => this.fromCore(g, m));
+      // a group that dies breaks the TP group: the others stop waiting for it in the step exchange at once
+      if (groups) core.onFatal((e) => breakGroups([groups.tp], [], g * (tp / dp), `DP rank ${g} died: ${e.message}`));
       this.cores.push(core);
     }
     logger.info(`DP controller: ${dp} ${this.lockstep ? `attention-DP groups of attn_tp_size ${tp / dp} (tp_size ${tp})` : `replicas of tp_size ${tp}`}, load_balance_method=${this.lb.method}`);

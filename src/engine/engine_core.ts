@@ -78,6 +78,7 @@ function loadTpModel(options: EngineOptions, logger: Logger): TpLaunch {
     ...(options.kernelEnv ? { kernelEnv: options.kernelEnv } : {}),
     ...(options.distTimeout ? { timeoutMs: options.distTimeout * 1000 } : {}),
     ...(options.tpNodes ? { nodes: options.tpNodes } : {}),
+    ...(options.attnCpSize && options.attnCpSize > 1 ? { attnCpSize: options.attnCpSize } : {}),
     kvCacheDtype: parseKvCacheDtype(options.kvCacheDtype ?? 'auto') ?? 'auto',
     logger,
   });

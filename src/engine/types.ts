@@ -167,6 +167,11 @@ export interface EngineOptions {
   readonly loadBalanceMethod?: string;
   /** Set by the DP controller on each attention-DP group's core: its group and the groups' communicators. */
   readonly dpAttention?: { readonly dpRank: number; readonly groups: DpAttnGroupRefs };
+  /**
+   * Prefill context parallelism (--enable-prefill-cp --cp-strategy interleave, --attn-cp-size): the attention CP group
+   * size (default 1 = off; must divide tpSize; DeepSeek only). Extend batches are split token-wise over the group.
+   */
+  readonly attnCpSize?: number;
   /** Set by the DP controller on each plain-DP replica's core: its replica index (log prefix). */
   readonly dpRank?: number;
   /** --dist-timeout, seconds: how long a rank waits for its peers (default 1800, torch.distributed's). */

@@ -11,7 +11,7 @@ import type { KvCacheDtype, Logger } from '../common/index.js';
 import { loadModelConfig, type KernelEnv } from '../config/index.js';
 import { abortCommunicator, abortLocalGroup, createLocalGroup, openGroup, type Communicator, type GlooGroupRef, type GroupRef } from '../distributed/index.js';
 import { createOps } from '../kernels/index.js';
-import { parallelGroups, parallelLayout, type ForwardBatch, type ForwardOutput } from '../layers/index.js';
+import { contextParallelGroups, parallelGroups, parallelLayout, type ForwardBatch, type ForwardOutput, type ParallelGroups } from '../layers/index.js';
 import { KVPool, type KVPoolLayout } from '../mem_cache/index.js';
 import { getModelDefinition, loadModel, type LoadedModel } from '../models/index.js';
 import type { ForwardModel } from './model_runner.js';
@@ -38,6 +38,46 @@ export interface TpRankInit {
   readonly world: GroupRef;
   readonly tp: GroupRef;
   readonly board: RankBoardHandle;
+  /** --attn-cp-size > 1 (prefill CP): the CP size and this rank's attn_tp group (null when attn_tp = 1) and CP group. */
+  readonly cp?: { readonly size: number; readonly attn: GroupRef | null; readonly group: GroupRef };
+}
+
+/** The groups of a prefill-CP layout: per CP rank its attn_tp group (null when attn_tp = 1), per attn_tp rank its CP group. */
+interface CpGroupRefs {
+  readonly size: number;
+  readonly attn: readonly (GroupRef | null)[];
+  readonly cp: readonly GroupRef[];
+}
+
+/** Every group of a CP layout (to break them all on a failure). */
+function cpRefsList(refs: CpGroupRefs | null): GroupRef[] {
+  return refs ? [...refs.attn.filter((r): r is GroupRef => r !== null), ...refs.cp] : [];
+}
+
+/** The groups a rank belongs to (world, tp and its CP groups). */
+export function rankGroupRefs(init: TpRankInit): GroupRef[] {
+  return [init.world, init.tp, ...(init.cp ? [init.cp.group, ...(init.cp.attn ? [init.cp.attn] : [])] : [])];
+}
+
+/** Rank `rank`'s part of the CP groups. */
+function cpInitOf(refs: CpGroupRefs | null, rank: number, tpSize: number): TpRankInit['cp'] {
+  if (!refs) return undefined;
+  const a = tpSize / refs.size;
+  return { size: refs.size, attn: refs.attn[Math.floor(rank / a)], group: refs.cp[rank % a] };
+}
+
+/**
+ * Opens a rank's CP groups (when any) and returns its layout: plain TP/EP, or prefill CP (context_parallel.ts).
+ * @param comms receives the opened communicators (closed by the caller)
+ */
+export function rankParallel(rank: number, tpSize: number, epSize: number, tp: Communicator, cp: TpRankInit['cp'], comms: Communicator[]): ParallelGroups {
+  if (!cp) return parallelGroups(rank, tpSize, epSize, tp);
+  const a = tpSize / cp.size;
+  const attn = cp.attn ? openGroup(cp.attn, rank % a) : null;
+  if (attn) comms.push(attn);
+  const group = openGroup(cp.group, Math.floor(rank / a));
+  comms.push(group);
+  return contextParallelGroups(rank, tpSize, epSize, cp.size, tp, attn, group);
 }
 
 /** KV pools a rank keeps at once (one per KV pool of rank 0 in recent steps; the engine uses one). */
@@ -160,6 +200,8 @@ export interface TpLaunchOptions {
   readonly logger?: Logger;
   /** Multi-node (--nnodes > 1): this node's ranks and the Gloo groups spanning every node; absent on one node. */
   readonly nodes?: TpNodes;
+  /** Prefill context parallelism (--enable-prefill-cp / --attn-cp-size): CP group size, dividing tpSize (default 1). */
+  readonly attnCpSize?: number;
 }
 
 /** A node's part of a multi-node layout (plain data: crosses into the engine's worker thread). */
@@ -213,6 +255,15 @@ export function launchTpRanks(o: TpLaunchOptions): TpLaunch {
   const world: GroupRef = nodes ? nodes.world : createLocalGroup(o.tpSize, { name: 'world', timeoutMs });
   const tp: GroupRef = nodes ? nodes.tp : createLocalGroup(o.tpSize, { name: 'tp', timeoutMs });
   const board = RankBoard.create(o.tpSize);
+  const cpSize = o.attnCpSize ?? 1;
+  if (cpSize > 1 && (nodes || o.tpSize % cpSize !== 0)) {
+    throw new InvalidRequestError(nodes ? 'prefill context parallelism across nodes (--enable-prefill-cp with --nnodes > 1) is not built' : `--attn-cp-size (${cpSize}) must divide --tp-size (${o.tpSize})`, 'attn_cp_size');
+  }
+  const cpRefs: CpGroupRefs | null = cpSize > 1 ? {
+    size: cpSize,
+    attn: Array.from({ length: cpSize }, (_, k) => (o.tpSize / cpSize > 1 ? createLocalGroup(o.tpSize / cpSize, { name: `attn_tp${k}`, timeoutMs }) : null)),
+    cp: Array.from({ length: o.tpSize / cpSize }, (_, i) => createLocalGroup(cpSize, { name: `attn_cp${i}`, timeoutMs })),
+  } : null;
   const groups: Communicator[] = [];
   const workers: Worker[] = [];
   const overrides = o.overrides ?? {};
@@ -222,10 +273,13 @@ export function launchTpRanks(o: TpLaunchOptions): TpLaunch {
   try {
     const ops = createOps({ threads, ...(o.kernelEnv ? { env: o.kernelEnv } : {}) });
     allocKv = (n) => ops.allocateKvBuffer(n);
-    const init = (rank: number): TpRankInit => ({ rank, tpSize: o.tpSize, epSize: o.epSize, modelPath: o.modelPath, overrides, threads, ...(o.kernelEnv ? { kernelEnv: o.kernelEnv } : {}), ...(o.kvCacheDtype ? { kvCacheDtype: o.kvCacheDtype } : {}), world, tp, board: board.handle });
+    const init = (rank: number): TpRankInit => ({ rank, tpSize: o.tpSize, epSize: o.epSize, modelPath: o.modelPath, overrides, threads, ...(o.kernelEnv ? { kernelEnv: o.kernelEnv } : {}), ...(o.kvCacheDtype ? { kvCacheDtype: o.kvCacheDtype } : {}), world, tp, board: board.handle, ...(cpRefs ? { cp: cpInitOf(cpRefs, rank, o.tpSize) } : {}) });
     const config = loadModelConfig(o.modelPath, overrides);
     const definition = getModelDefinition(config);
     if (!definition.shardTensors) throw new UnsupportedFeatureError(`architecture ${config.architectures[0] ?? '?'} has no tensor-parallel layout (--tp-size ${o.tpSize})`);
+    if (cpSize > 1 && !/^Deepseek/.test(config.architectures[0] ?? '')) {
+      throw new UnsupportedFeatureError(`prefill context parallelism (--attn-cp-size ${cpSize}) is built for DeepSeek's MLA attention, not ${config.architectures[0] ?? '?'}`);
+    }
     // Rank 0 first plans its shard, so a layout the model cannot split stops start-up before any thread starts.
     definition.shardTensors(config, definition.expectedTensors(config), parallelLayout(0, o.tpSize, o.epSize));
     for (let r = 1; r < localRanks; r++) workers.push(spawnRank(init(r), board, logger));
@@ -234,7 +288,8 @@ export function launchTpRanks(o: TpLaunchOptions): TpLaunch {
     groups.push(worldComm);
     const tpComm = openGroup(tp, 0);
     groups.push(tpComm);
-    rank0 = loadModel(o.modelPath, { ops, overrides, logger, parallel: parallelGroups(0, o.tpSize, o.epSize, tpComm) }); // the workers load their shards meanwhile
+    const parallel = rankParallel(0, o.tpSize, o.epSize, tpComm, cpInitOf(cpRefs, 0, o.tpSize), groups);
+    rank0 = loadModel(o.modelPath, { ops, overrides, logger, parallel }); // the workers load their shards meanwhile
     board.ready(0, rank0.weightBytes);
     try {
       worldComm.barrier(); // every rank has loaded (or one failed and aborted the group)
@@ -243,7 +298,7 @@ export function launchTpRanks(o: TpLaunchOptions): TpLaunch {
       throw why ? new ModelLoadError(`tensor-parallel start-up failed: ${why}`, {}, { cause: e }) : e;
     }
   } catch (e) {
-    breakGroups([world, tp], groups, null, `TP start-up failed: ${(e as Error).message}`);
+    breakGroups([world, tp, ...cpRefsList(cpRefs)], groups, null, `TP start-up failed: ${(e as Error).message}`);
     for (const w of workers) void w.terminate();
     throw e;
   }
@@ -254,7 +309,7 @@ export function launchTpRanks(o: TpLaunchOptions): TpLaunch {
     groups,
     abort: (reason) => {
       if (board.failures() === '') board.fail(0, reason); // the peers then know the cause is not theirs
-      breakGroups([world, tp], groups, null, reason);
+      breakGroups([world, tp, ...cpRefsList(cpRefs)], groups, null, reason);
     },
     failures: () => board.failures(),
     onClose: () => { for (const w of workers) w.unref(); },
@@ -275,7 +330,7 @@ function spawnRank(init: TpRankInit, board: RankBoard, logger: Logger): Worker {
     const st = board.stateOf(r);
     if (st === 'exited' || st === 'failed') return;
     board.fail(r, `thread exited (code ${code}) before leaving its step loop`);
-    breakGroups([init.world, init.tp], [], r, `TP rank ${r} thread exited with code ${code}`);
+    breakGroups(rankGroupRefs(init), [], r, `TP rank ${r} thread exited with code ${code}`);
   });
   return w;
 }

@@ -4,10 +4,9 @@
 import { workerData } from 'node:worker_threads';
 import { openGroup, type Communicator } from '../distributed/index.js';
 import { createOps } from '../kernels/index.js';
-import { parallelGroups } from '../layers/index.js';
 import { loadModel } from '../models/index.js';
 import { CommStepChannel, RankBoard, type StepChannel } from './rank_channel.js';
-import { breakGroups, runRankLoop, type TpRankInit } from './tp_runner.js';
+import { breakGroups, rankGroupRefs, rankParallel, runRankLoop, type TpRankInit } from './tp_runner.js';
 
 /**
  * Fault injection for tests (TSGLANG_TEST_RANK_EXIT="rank:steps"): that rank's thread exits abruptly (process.exit
@@ -31,7 +30,7 @@ if (init) {
     const st = board.stateOf(init.rank);
     if (finished || st === 'exited' || st === 'failed') return;
     board.fail(init.rank, `thread exited (code ${code}) before leaving its step loop`);
-    breakGroups([init.world, init.tp], comms, init.rank, `TP rank ${init.rank} thread exited with code ${code}`);
+    breakGroups(rankGroupRefs(init), comms, init.rank, `TP rank ${init.rank} thread exited with code ${code}`);
   });
   try {
     const world = openGroup(init.world, init.rank); // across nodes: blocks until every rank has joined
@@ -39,7 +38,7 @@ if (init) {
     const tp = openGroup(init.tp, init.rank);
     comms.push(tp);
     const ops = createOps({ threads: init.threads, ...(init.kernelEnv ? { env: init.kernelEnv } : {}) });
-    const loaded = loadModel(init.modelPath, { ops, overrides: init.overrides, parallel: parallelGroups(init.rank, init.tpSize, init.epSize, tp) });
+    const loaded = loadModel(init.modelPath, { ops, overrides: init.overrides, parallel: rankParallel(init.rank, init.tpSize, init.epSize, tp, init.cp, comms) });
     board.ready(init.rank, loaded.weightBytes);
     world.barrier();
     runRankLoop(loaded.model, withInjectedExit(new CommStepChannel(world), init.rank), (n) => ops.allocateKvBuffer(n), init.kvCacheDtype ?? 'auto');
@@ -51,7 +50,7 @@ if (init) {
     if (err.name !== 'DistributedError' || board.failures() === '') {
       board.fail(init.rank, err.message);
       process.stderr.write(`[TP${init.rank}] rank failed: ${err.stack ?? err.message}\n`);
-      breakGroups([init.world, init.tp], comms, init.rank, `TP rank ${init.rank} failed: ${err.message}`);
+      breakGroups(rankGroupRefs(init), comms, init.rank, `TP rank ${init.rank} failed: ${err.message}`);
     }
   } finally {
     for (const c of comms) c.close();

@@ -18,3 +18,4 @@ export * from './moe/router.js';
 export * from './moe/experts.js';
 export * from './parallel.js';
 export * from './dp_attention.js';
+export * from './context_parallel.js';

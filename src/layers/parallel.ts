@@ -3,6 +3,7 @@
 // vocabulary rows, experts and FFN columns a rank holds. The collectives go through the `tp` Communicator.
 import { InvalidRequestError } from '../common/index.js';
 import type { Communicator } from '../distributed/index.js';
+import type { ContextParallel } from './context_parallel.js';
 import type { DpAttention } from './dp_attention.js';
 
 /** One rank's place in the TP/EP layout. */
@@ -24,6 +25,8 @@ export interface ParallelGroups {
   readonly attn?: ParallelGroups;
   /** Under --enable-dp-attention: the gather/scatter of the groups' tokens around each MLP (dp_attention.ts). */
   readonly dp?: DpAttention;
+  /** Under --enable-prefill-cp: this rank's attention CP group (context_parallel.ts; DeepSeek MLA). */
+  readonly cp?: ContextParallel;
 }
 
 /** tp = ep = 1. */

@@ -268,6 +268,7 @@ function buildLayer(cfg: DeepseekConfig, layerId: number, w: WeightStore, opts: 
     scale: deepseekSoftmaxScale(cfg.mla.qkNopeHeadDim + cfg.mla.qkRopeHeadDim, cfg.ropeScaling),
     rope: deepseekRopeParams(table, 'interleaved'),
     extendForm: opts.mlaExtendForm ?? 'absorbed',
+    ...(par.cp ? { cp: par.cp } : {}), // prefill CP (interleave): extend batches split token-wise
   }, indexer);
   const expert = (q: string): ExpertWeights => ({ gate: w.get(`${q}.gate_proj.weight`), up: w.get(`${q}.up_proj.weight`), down: w.get(`${q}.down_proj.weight`) });
   let mlp: GatedMlp | DeepseekMoE;

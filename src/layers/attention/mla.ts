@@ -8,6 +8,8 @@ import { weightToF32 } from '../../kernels/index.js';
 import type { BlockScale, Ops, RopeParams, SparseKeys, StoredTensor, Weight } from '../../kernels/index.js';
 import type { ForwardBatch } from '../forward_batch.js';
 import type { DsaIndexer } from './dsa_indexer.js';
+import type { ContextParallel } from '../context_parallel.js';
+import { mlaForwardCp } from './mla_cp.js';
 //
 // Formulas: model-spec.md §3.7 (naive), §3.7.1 (absorbed), §3.8.4 (sparse key set); upstream
 // python/sglang/srt/models/deepseek_v2.py (forward_absorb_prepare/core, forward_normal), DeepSeek-V2 paper
@@ -331,6 +333,8 @@ export interface MlaOptions {
   /** Interleaved rope on q_rope / k_rope (deepseekRopeParams(..., 'interleaved')). */
   readonly rope: RopeParams;
   readonly extendForm: MlaExtendForm;
+  /** Prefill CP (interleave) of this rank (layers/context_parallel.ts; mla_cp.ts); absent: no CP. */
+  readonly cp?: ContextParallel;
 }
 
 /**
@@ -370,6 +374,10 @@ export class MlaAttention {
     hidden: Float32Array, batch: ForwardBatch, kvLayer: number, onIndexerSelection?: (row: number, keys: Int32Array) => void,
     sharedKeys?: SparseKeys,
   ): { out: Float32Array; keys: SparseKeys | undefined } {
+    const cp = this.opts.cp;
+    if (cp && this.opts.extendForm === 'absorbed' && cp.applies(batch)) {
+      return mlaForwardCp({ ops: this.ops, w: this.w, dims: this.dims, opts: this.opts, indexer: this.indexer, absorb: this.absorb }, cp, hidden, batch, kvLayer, onIndexerSelection, sharedKeys);
+    }
     const ops = this.ops;
     const T = batch.numTokens;
     const { numHeads: H, qkNopeHeadDim: dn, qkRopeHeadDim: dr, kvLoraRank: r } = this.dims;
