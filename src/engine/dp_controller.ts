@@ -190,6 +190,8 @@ export class DpControllerTransport implements CoreTransport {
         this.handler({ type: 'reply', id: m.id, value });
         return;
       }
+      default:
+        this.handler(m); // 'fatal': the engine fails every request and the server exits
     }
   }
 

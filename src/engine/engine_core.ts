@@ -468,12 +468,10 @@ export class EngineCore {
         again = ls.afterIteration(this.scheduler.hasWork);
       } catch (e) {
         const m = (e as Error).message;
+        again = false;
         // another group shutting down breaks the TP group: expected when the server stops
         if (/attention-DP shutdown/.test(m)) this.logger.debug(`attention-DP group left: ${m}`);
-        else this.logger.error(`attention-DP step failed: ${m}`);
-        this.scheduler.abortAll();
-        this.runOneStep();
-        again = false;
+        else if (!this.stopped) this.stopOnFatal(`attention-DP step failed: ${m}`);
       }
     }
     // Nothing runnable (e.g. every waiting request blocked): stop spinning; the next message kicks the loop again.

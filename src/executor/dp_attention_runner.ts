@@ -117,6 +117,8 @@ export class DpAttnForwardModel implements ForwardModel, LockstepModel {
   private readonly poolIds = new WeakMap<KVPool, number>();
   private nextPoolId = 0;
   private idlePool: KVPool | null = null;
+  /** Set by the first failed step (the groups are then broken): every later step throws at once. */
+  private broken: string | null = null;
 
   constructor(
     readonly local: ForwardModel,
@@ -152,7 +154,13 @@ export class DpAttnForwardModel implements ForwardModel, LockstepModel {
     return this.last?.again ?? false;
   }
 
+  /** Non-null once a step failed (this group's or another's): the groups are broken. */
+  brokenReason(): string | null {
+    return this.broken;
+  }
+
   private run(batch: ForwardBatch, hasWork: boolean): ForwardOutput {
+    if (this.broken !== null) throw new DistributedError(`attention-DP ranks are broken by an earlier failed step: ${this.broken}`);
     try {
       this.synced = true;
       if (this.channel) {
@@ -166,7 +174,10 @@ export class DpAttnForwardModel implements ForwardModel, LockstepModel {
       this.dp.setCounts(s.counts);
       return this.local.forward(batch);
     } catch (e) {
-      this.abort(`attention-DP group ${this.dp.dpRank} failed: ${(e as Error).message}`);
+      const why = `attention-DP group ${this.dp.dpRank} failed: ${(e as Error).message}`;
+      // another group's shutdown (the server is stopping) is not a failure of the model
+      if (!/attention-DP shutdown/.test(why)) this.broken = why;
+      this.abort(why);
       throw e instanceof DistributedError ? e : new DistributedError(`attention-DP step failed: ${(e as Error).message}`, { cause: e });
     }
   }
