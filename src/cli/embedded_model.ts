@@ -3,6 +3,9 @@
 // renamed into place, so concurrent starts never see a half-written checkpoint. Its answers are gibberish (random
 // weights) but every other part of the serving path is real.
 //
+// The trained demo models (`make-tiny --preset demo`, writeDemoModelWithTokenizer) are separate: see
+// executor/demo_weights.ts.
+//
 // EOS shaping (why): a purely random model never samples EOS (1 token of 128832, with a logit like any other), so a
 // request without max_tokens — the README's first curl — would run until the 4096-token context is full. The
 // embedded default therefore gets weights that make its answers end: see EMBEDDED_EOS_SHAPING below (how).
@@ -10,9 +13,9 @@ import { existsSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { InvalidRequestError, makeDirs } from '../common/index.js';
 import type { Logger } from '../common/index.js';
-import { writeTinyCheckpoint } from '../executor/index.js';
+import { writeDemoCheckpoint, writeTinyCheckpoint } from '../executor/index.js';
 import type { TinyCheckpointOptions } from '../executor/index.js';
-import { tinyTokenizerSpec, writeTinyTokenizer } from '../tokenizer/index.js';
+import { tinyTokenizerFamily, tinyTokenizerSpec, writeTinyTokenizer } from '../tokenizer/index.js';
 
 /** Directory name of the embedded model (bump the version when its content changes). */
 export const EMBEDDED_MODEL_NAME = 'tiny-minimax-m2-v3';
@@ -98,6 +101,17 @@ export function writeTinyModelWithTokenizer(arch: string, dir: string, options: 
     adjustValues: options.adjustValues,
   });
   return [...ckpt.files, ...writeTinyTokenizer(dir, spec.family)];
+}
+
+/**
+ * Writes a demo checkpoint (trained weights + tokenizer + chat template) of `arch` into `dir`.
+ * @param arch 'minimax-m2' or 'deepseek-v32' (DEMO_ARCHS)
+ * @returns the files written
+ * @throws InvalidRequestError for an architecture without a demo model; ModelLoadError for a missing asset
+ */
+export function writeDemoModelWithTokenizer(arch: string, dir: string, options: { numShards?: number; configOverrides?: Record<string, unknown> } = {}): string[] {
+  const ckpt = writeDemoCheckpoint(arch, dir, options);
+  return [...ckpt.files, ...writeTinyTokenizer(dir, tinyTokenizerFamily(arch))];
 }
 
 /**

@@ -54,3 +54,21 @@ test('make-tiny on an uncreatable --out prints one error line naming the path an
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('make-tiny --preset demo: the trained checkpoint (config from the asset, overrides on top, every tensor loads); other archs refused', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'tsglang-mt-'));
+  try {
+    const out = join(dir, 'demo');
+    assert.equal(await run(['--arch', 'deepseek-v32', '--preset', 'demo', '--out', out, '--num-shards', '1', '--json-model-override-args', '{"max_position_embeddings": 2048}']), 0);
+    const cfg = JSON.parse(readFileSync(join(out, 'config.json'), 'utf8'));
+    assert.deepEqual(cfg.architectures, ['DeepseekV32ForCausalLM']);
+    assert.equal(cfg.max_position_embeddings, 2048);
+    assert.equal(cfg.num_nextn_predict_layers, 1);
+    for (const f of ['tokenizer.json', 'tokenizer_config.json', 'generation_config.json']) assert.ok(existsSync(join(out, f)), f);
+    const { model } = loadModel(out, { ops: createCpuOps(), progress: false });
+    assert.equal(model.config.vocabSize, cfg.vocab_size);
+    assert.equal(await run(['--arch', 'deepseek-v3', '--preset', 'demo', '--out', join(dir, 'x')]), 2);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -1,23 +1,26 @@
-// `tsglang make-tiny --arch minimax-m2 --out DIR [--seed S] [--preset tiny|bench] [--num-shards N]
+// `tsglang make-tiny --arch minimax-m2 --out DIR [--seed S] [--preset tiny|bench|demo] [--num-shards N]
 // [--json-model-override-args JSON]`: writes a deterministic tiny random checkpoint (config.json + FP8 safetensors
-// shards + index) of a registered architecture. Tokenizer files and the chat template are added by the tokenizer
+// shards + index) of a registered architecture, or with `--preset demo` the trained demo checkpoint of MiniMax-M2 or
+// DeepSeek-V3.2 (executor/demo_weights.ts). Tokenizer files and the chat template are added by the tokenizer
 // step below (owned by the HTTP-edge work, D2).
 import { InvalidRequestError, Logger, TsglangError } from '../common/index.js';
 import { parseOverrideArgs } from '../config/index.js';
-import { writeTinyCheckpoint } from '../executor/index.js';
+import { DEMO_ARCHS, writeTinyCheckpoint } from '../executor/index.js';
 import type { TinyCheckpoint } from '../executor/index.js';
 import { MODEL_DEFINITIONS } from '../models/index.js';
 import { tinyTokenizerFamily, tinyTokenizerSpec, writeTinyTokenizer } from '../tokenizer/index.js';
 import { parseStrictFlags } from './cli_common.js';
-import { EMBEDDED_CONTEXT_LENGTH, EMBEDDED_EOS_SHAPING, shapeEosWeights } from './embedded_model.js';
+import { EMBEDDED_CONTEXT_LENGTH, EMBEDDED_EOS_SHAPING, shapeEosWeights, writeDemoModelWithTokenizer } from './embedded_model.js';
 
-const USAGE = `usage: tsglang make-tiny --arch ARCH --out DIR [--seed S] [--preset tiny|bench] [--num-shards N]
+const USAGE = `usage: tsglang make-tiny --arch ARCH --out DIR [--seed S] [--preset tiny|bench|demo] [--num-shards N]
                          [--json-model-override-args JSON] [--eos-shaping on|off]
 
   --arch ARCH      architecture: ${MODEL_DEFINITIONS.flatMap((d) => d.tinyArchNames).join(', ')}
   --out DIR        output directory (created if missing; existing files are overwritten)
   --seed S         PRNG seed (default 0)
-  --preset NAME    size preset: tiny (tests) or bench (a few hundred million parameters, FP8; default tiny)
+  --preset NAME    size preset: tiny (tests) or bench (a few hundred million parameters, FP8; default tiny), or demo:
+                   the trained demo model (${DEMO_ARCHS.join(', ')}; a few million parameters trained on a synthetic
+                   corpus, not a language model; --seed and --eos-shaping do not apply)
   --num-shards N   safetensors shards (default 2; 1 writes a single model.safetensors)
   --json-model-override-args JSON   config.json fields replacing the preset's
   --eos-shaping on|off  on (default): the embedded default's EOS shaping, so sampled answers end (tens to a few hundred
@@ -88,6 +91,11 @@ export async function run(argv: string[]): Promise<number> {
   const logger = new Logger('info');
   try {
     const args = parseMakeTinyArgs(argv);
+    if (args.preset === 'demo') {
+      const files = writeDemoModelWithTokenizer(args.arch, args.out, { numShards: args.numShards, configOverrides: args.configOverrides });
+      logger.info(`wrote demo ${args.arch} checkpoint to ${args.out}: ${files.join(', ')}`);
+      return 0;
+    }
     // Tokenizer step (D2): the tokenizer fixes vocab_size / bos / eos in config.json (flags still win).
     const tokSpec = MODEL_DEFINITIONS.some((d) => d.tinyArchNames.includes(args.arch)) ? tinyTokenizerSpec(tinyTokenizerFamily(args.arch)) : null;
     // EOS shaping (as the embedded default; embedded_model.ts says how): a random model would never stop sampling

@@ -7,3 +7,4 @@ export * from './step_codec.js';
 export * from './rank_channel.js';
 export * from './tp_runner.js';
 export * from './dp_attention_runner.js';
+export * from './demo_weights.js';
