@@ -15,6 +15,7 @@ const SUBCOMMANDS: Record<string, { summary: string; module: string }> = {
   'bench-serving': { summary: 'benchmark a serving endpoint (sglang.bench_serving flags)', module: 'bench_serving' },
   'bench-one-batch': { summary: 'time one static batch: prefill then decode (sglang.bench_one_batch)', module: 'bench_one_batch' },
   eval: { summary: 'accuracy evals against an OpenAI-compatible server: gsm8k | mmlu | gpqa', module: 'eval' },
+  router: { summary: 'route requests over workers, or prefill/decode pairs (sglang_router.launch_router flags)', module: 'router' },
 };
 
 /** The SGLang release whose flags, routes and wire format tsglang follows (reported as /get_server_info `version`). */
