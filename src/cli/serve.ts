@@ -150,7 +150,8 @@ export async function run(argv: string[]): Promise<number> {
     logger.info(`Uvicorn running on http://${args.host}:${port} (Press CTRL+C to quit)`);
 
     // 4. warmup (SGLang's _wait_and_warmup): one greedy 8-token request; if it fails the server does not start
-    if (!args.skipServerWarmup) {
+    // (a PD decode server takes only requests whose KV a prefill server sends: it is not warmed up alone)
+    if (!args.skipServerWarmup && args.disaggregationMode !== 'decode') {
       try {
         await runWarmup(engine, args.skipTokenizerInit);
       } catch (e) {

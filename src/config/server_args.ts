@@ -91,6 +91,7 @@ export interface ServerArgs {
   disaggregationMode: string;
   disaggregationBootstrapPort: number;
   disaggregationTransferBackend: string;
+  disaggregationDecodeEnableRadixCache: boolean;
 }
 
 /** Value type of a flag: store-true switch, or a typed value. */
@@ -206,7 +207,7 @@ export const SERVER_FLAGS: readonly FlagSpec[] = [
   { name: 'disable-cuda-graph', key: 'disableCudaGraph', type: 'bool', default: false, help: 'accepted; there are no CUDA graphs on CPU' },
   { name: 'enable-torch-compile', key: 'enableTorchCompile', type: 'bool', default: false, help: 'accepted; tsglang has no torch.compile' },
   { name: 'enable-deterministic-inference', key: 'enableDeterministicInference', type: 'bool', default: false, help: 'accepted; tsglang\'s CPU kernels are batch invariant already' },
-  // speculative decoding (scheduler/spec_decode.ts; EAGLE3 and NGRAM are refused) and PD disaggregation (not built yet)
+  // speculative decoding (scheduler/spec_decode.ts; EAGLE3 and NGRAM are refused) and PD disaggregation
   { name: 'speculative-algorithm', key: 'speculativeAlgorithm', type: 'str', default: null, choices: ['EAGLE', 'EAGLE3', 'NEXTN', 'STANDALONE', 'NGRAM'], help: 'speculative decoding algorithm (NEXTN = EAGLE: DeepSeek MTP layer as the draft; STANDALONE: a separate draft model)' },
   { name: 'speculative-draft-model-path', key: 'speculativeDraftModelPath', type: 'str', default: null, aliases: ['speculative-draft-model'], help: 'draft model checkpoint (default: the target, whose MTP layer EAGLE drafts with)' },
   { name: 'speculative-num-steps', key: 'speculativeNumSteps', type: 'int', default: null, help: 'draft depth (default: auto, DeepSeek 3)' },
@@ -216,7 +217,8 @@ export const SERVER_FLAGS: readonly FlagSpec[] = [
   { name: 'speculative-accept-threshold-acc', key: 'speculativeAcceptThresholdAcc', type: 'float', default: 1.0, help: 'divides the accumulated target probability the coin is compared with' },
   { name: 'disaggregation-mode', key: 'disaggregationMode', type: 'str', default: 'null', choices: ['null', 'prefill', 'decode'], help: 'PD disaggregation role' },
   { name: 'disaggregation-bootstrap-port', key: 'disaggregationBootstrapPort', type: 'int', default: 8998, help: 'bootstrap port of a prefill server' },
-  { name: 'disaggregation-transfer-backend', key: 'disaggregationTransferBackend', type: 'str', default: 'mooncake', choices: ['mooncake', 'nixl', 'ascend', 'mori', 'mooncake_tcp', 'fake'], help: 'KV transfer backend' },
+  { name: 'disaggregation-transfer-backend', key: 'disaggregationTransferBackend', type: 'str', default: 'null', choices: ['null', 'mooncake', 'nixl', 'ascend', 'mori', 'mooncake_tcp', 'fake', 'tcp', 'ucx'], help: 'KV transfer backend (default: the best one available here, named at start-up; SGLang: mooncake)' },
+  { name: 'disaggregation-decode-enable-radix-cache', key: 'disaggregationDecodeEnableRadixCache', type: 'bool', default: false, help: 'keep a prefix cache on a decode server (off by default)' },
 ];
 
 /** The parsed command line: frozen args plus which flags the user actually gave (canonical names). */
@@ -454,7 +456,6 @@ const NOT_BUILT_RULES: readonly NotBuiltRule[] = [
   (a) => (a.cpStrategy === 'zigzag' ? 'zigzag prefill context parallelism (--cp-strategy zigzag; SGLang has it unavailable for DeepSeek V3.2 too: use interleave)' : null),
   (a) => ((a.enablePrefillCp || a.attnCpSize > 1) && a.nnodes > 1 ? `prefill context parallelism across nodes (--enable-prefill-cp with --nnodes ${a.nnodes})` : null),
   (a) => (a.speculativeAlgorithm === 'EAGLE3' || a.speculativeAlgorithm === 'NGRAM' ? `speculative algorithm ${a.speculativeAlgorithm} (--speculative-algorithm; EAGLE, NEXTN and STANDALONE are built)` : null),
-  (a) => (a.disaggregationMode !== 'null' ? `prefill/decode disaggregation (--disaggregation-mode ${a.disaggregationMode})` : null),
   (a) => (a.kvCacheDtype === 'fp4_e2m1' ? `KV cache dtype '${a.kvCacheDtype}' (--kv-cache-dtype; auto = f32, bf16, fp8_e4m3 and fp8_e5m2 are built)` : null),
   (a) => (a.quantization !== null && a.quantization !== 'fp8' ? `quantization '${a.quantization}' (--quantization; FP8 block-scaled checkpoints are built)` : null),
   (a) => (a.grammarBackend !== 'xgrammar' && a.grammarBackend !== 'none' ? `grammar backend '${a.grammarBackend}' (--grammar-backend; xgrammar and none are built)` : null),

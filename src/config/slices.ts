@@ -65,6 +65,14 @@ export interface EngineSlice {
   readonly speculativeNumDraftTokens: number | null;
   readonly speculativeAcceptThresholdSingle: number;
   readonly speculativeAcceptThresholdAcc: number;
+  /** --disaggregation-mode prefill|decode and its flags (transferBackend null: not given). */
+  readonly disaggregation?: {
+    readonly mode: 'prefill' | 'decode';
+    readonly bootstrapPort: number;
+    readonly host: string;
+    readonly transferBackend: string | null;
+    readonly decodeEnableRadixCache: boolean;
+  };
 }
 
 /**
@@ -138,5 +146,16 @@ export function engineSlice(a: Readonly<ServerArgs>, modelPath: string): EngineS
     speculativeNumDraftTokens: a.speculativeNumDraftTokens,
     speculativeAcceptThresholdSingle: a.speculativeAcceptThresholdSingle,
     speculativeAcceptThresholdAcc: a.speculativeAcceptThresholdAcc,
+    ...(a.disaggregationMode === 'prefill' || a.disaggregationMode === 'decode'
+      ? {
+        disaggregation: {
+          mode: a.disaggregationMode as 'prefill' | 'decode',
+          bootstrapPort: a.disaggregationBootstrapPort,
+          host: a.host,
+          transferBackend: a.disaggregationTransferBackend === 'null' ? null : a.disaggregationTransferBackend,
+          decodeEnableRadixCache: a.disaggregationDecodeEnableRadixCache,
+        },
+      }
+      : {}),
   });
 }

@@ -131,6 +131,7 @@ export class Engine implements EngineApi {
         throw e;
       }
       try {
+        await t.core.startDisaggregation();
         encoder = await encoderStart;
       } catch (e) {
         await t.close();
@@ -188,7 +189,7 @@ export class Engine implements EngineApi {
       prepared = await this.tm.prepare(req, nowMs, prep.tokenizing.signal);
       const dead = this.dead as Error | null; // the core may have died while this request was being tokenized
       if (dead) throw new InternalError(`engine is down: ${dead.message}`);
-      if (prepared.choices.length > 1 && !this.info.disableRadixCache && !prep.abortRequested && !signal?.aborted) {
+      if (prepared.choices.length > 1 && !this.info.disableRadixCache && !prep.abortRequested && !signal?.aborted && !req.bootstrap) {
         // n > 1: prefill the prompt once (max_new_tokens 0) so the n choices share it (SGLang _handle_batch_request).
         const w = prepared.choices[0];
         const wrid = `${req.rid}-prefill`;

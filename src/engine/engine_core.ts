@@ -20,6 +20,7 @@ import type { FromCoreMsg, ToCoreMsg } from './messages.js';
 import type { EngineInfo, EngineLoad, EngineOptions } from './types.js';
 import { CoreProfiler } from './profiler.js';
 import { createSpecDecoder, loadDraftSource, planSpec, type DraftSource } from './spec_setup.js';
+import { CoreDisagg } from './core_disagg.js';
 
 /**
  * Sampling defaults from the checkpoint's generation_config.json (SGLang --sampling-defaults model): temperature,
@@ -235,7 +236,9 @@ export class EngineCore {
     const capacity = plan.maxTotalNumTokens;
     const kvPool = new KVPool(layout, capacity + pageSize, Math.min(capacity + pageSize, 64 * pageSize), kvAlloc ? (n) => kvAlloc(n) : undefined);
     const allocator = new TokenToKVPoolAllocator(capacity, pageSize, kvPool);
-    const cache = options.disableRadixCache ? new ChunkCache(allocator) : new RadixCache(allocator);
+    // PD decode keeps no prefix cache unless --disaggregation-decode-enable-radix-cache (SGLang)
+    const noRadix = (options.disableRadixCache ?? false) || (options.disaggregation?.mode === 'decode' && !options.disaggregation.decodeEnableRadixCache);
+    const cache = noRadix ? new ChunkCache(allocator) : new RadixCache(allocator);
     const rowLen = Math.min(contextLength, capacity) + pageSize;
     const reqToTokenPool = new ReqToTokenPool(plan.reqToTokenPoolSize + 1, rowLen);
     const runner = new ModelRunner(cm.model, kvPool, cm.vocabSize);
@@ -304,18 +307,26 @@ export class EngineCore {
       chunkedPrefillSize: plan.chunkedPrefillSize,
       pageSize,
       maxReqInputLen: scheduler.maxReqInputLen,
-      disableRadixCache: options.disableRadixCache ?? false,
+      disableRadixCache: noRadix,
       defaultSamplingParams: readGenerationDefaults(options.modelPath),
       kvCacheMaxBytes: kvPool.maxLocs * kvPool.bytesPerToken,
       ...(spec ? { speculative: { algorithm: spec.algorithm, numSteps: spec.numSteps, topk: spec.topk, numDraftTokens: spec.numDraftTokens } } : {}),
     };
     const core = new EngineCore(info, scheduler, tokenizer, options.streamInterval ?? 1, send, logger, grammar);
     wake.core = core;
+    if (options.disaggregation) core.disagg = new CoreDisagg(options.disaggregation, scheduler, options.kvCacheDtype ?? 'auto', tpSize, () => core.kick(), logger);
     return core;
   }
 
   /** The grammar backend (null: --grammar-backend none, or no tokenizer). */
   readonly grammar: GrammarClient | null;
+  /** The PD role (--disaggregation-mode), or null. */
+  disagg: CoreDisagg | null = null;
+
+  /** Starts the PD role's servers, if any (before the core reports ready). @throws Error when a port is taken */
+  async startDisaggregation(): Promise<void> {
+    await this.disagg?.start();
+  }
 
   constructor(info: EngineInfo, scheduler: Scheduler, tokenizer: Tokenizer | null, streamInterval: number, send: (msg: FromCoreMsg) => void, logger: Logger, grammar: GrammarClient | null = null) {
     this.info = info;
@@ -344,9 +355,10 @@ export class EngineCore {
       case 'generate': {
         try {
           this.detok.add(msg.req.rid, msg.detok, msg.req.stream);
-          this.scheduler.addRequest(msg.req);
+          this.scheduler.addRequest(this.disagg ? this.disagg.admit(msg.req) : msg.req);
         } catch (e) {
           this.detok.remove(msg.req.rid);
+          this.disagg?.refused(msg.req.rid);
           const err = e instanceof TsglangError ? e : null;
           this.send({ type: 'req_error', rid: msg.req.rid, message: (e as Error).message, kind: err?.kind ?? 'internal', param: (err as { param?: string | null } | null)?.param ?? null });
           return;
@@ -355,10 +367,11 @@ export class EngineCore {
         return;
       }
       case 'abort':
-        this.scheduler.abort(msg.rid);
+        if (!this.disagg?.abort(msg.rid)) this.scheduler.abort(msg.rid);
         this.kick();
         return;
       case 'abort_all':
+        this.disagg?.abortAll();
         this.scheduler.abortAll();
         this.kick();
         return;
@@ -375,6 +388,8 @@ export class EngineCore {
         void this.profiler.stop().then((value) => this.send({ type: 'reply', id: msg.id, value }));
         return;
       case 'shutdown':
+        this.disagg?.abortAll();
+        void this.disagg?.close();
         this.scheduler.abortAll();
         this.runOneStep();
         this.stopped = true;
@@ -444,6 +459,7 @@ export class EngineCore {
         avgSpecAcceptLength: s.spec.avgAcceptLength,
         specAcceptRate: s.spec.total.verifies > 0 ? s.spec.total.acceptedDrafts / (s.spec.total.verifies * (s.spec.cfg.numDraftTokens - 1)) : 0,
       } : {}),
+      ...(this.disagg ? { disaggregation: this.disagg.load() } : {}),
     };
   }
 
@@ -460,7 +476,8 @@ export class EngineCore {
       return;
     }
     const progressed = this.runOneStep();
-    let again = progressed && this.scheduler.hasWork;
+    // (PD: transfer events and the role's timers kick the loop too)
+    let again = progressed && (this.scheduler.hasWork || (this.disagg?.hasWork ?? false));
     const ls = this.lockstep;
     if (ls) {
       // attention-DP: every group steps while any group has work (idle batches where this one has none)
@@ -487,7 +504,9 @@ export class EngineCore {
     const t0 = performance.now();
     // A step that throws is recovered inside Scheduler.step: the requests it can be pinned on finish with an error
     // their clients receive, the others carry on (or are re-run alone when it cannot be pinned).
+    this.disagg?.beforeStep();
     const result = this.scheduler.step();
+    const tokenOutputs = this.disagg ? this.disagg.afterStep(result.outputs, (result.stats?.numExtendReqs ?? 0) > 0) : result.outputs;
     const f = result.failure;
     if (f) {
       this.logger.error(
@@ -497,7 +516,7 @@ export class EngineCore {
     }
     const broken = f ? this.scheduler.runner.model.brokenReason?.() ?? null : null;
     const tDetok = performance.now();
-    const { outputs, stopMatches } = this.detok.process(result.outputs);
+    const { outputs, stopMatches } = this.detok.process(tokenOutputs);
     for (const m of stopMatches) this.scheduler.finishReq(m.rid, { type: 'stop', matched: m.matched });
     const t1 = performance.now();
     this.detokTimeMs += t1 - tDetok;
@@ -517,7 +536,7 @@ export class EngineCore {
       this.emitTimeMs += performance.now() - t1;
     }
     if (broken !== null && !this.stopped) this.stopOnFatal(broken);
-    return result.stats !== null || result.outputs.length > 0 || f !== undefined;
+    return result.stats !== null || tokenOutputs.length > 0 || f !== undefined;
   }
 
   /**
@@ -528,6 +547,7 @@ export class EngineCore {
   private stopOnFatal(why: string): void {
     this.stopped = true;
     this.logger.error(`the model can no longer run (${why}); failing every request and stopping`);
+    this.disagg?.abortAll();
     this.scheduler.abortAll({ type: 'abort', message: `The engine failed to run this request: ${why}`, statusCode: 500 });
     const { outputs } = this.detok.process(this.scheduler.step().outputs);
     if (outputs.length > 0) this.send({ type: 'outputs', outputs });

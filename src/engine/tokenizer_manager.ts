@@ -134,6 +134,7 @@ export class TokenizerManager {
         stream: req.stream ?? false,
         arrivalMs: nowMs,
         ...(req.requireReasoning ? { requireReasoning: true } : {}),
+        ...(req.bootstrap?.[i] ? { bootstrap: req.bootstrap[i] } : {}),
       } satisfies TokenizedReq,
       detok,
     }));

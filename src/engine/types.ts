@@ -7,7 +7,7 @@
 import type { KernelEnv } from '../config/index.js';
 import type { DpAttnGroupRefs, TpNodes } from '../executor/index.js';
 import type { SamplingParamsInput } from '../sampling/index.js';
-import type { FinishReasonData, SchedulePolicy } from '../scheduler/index.js';
+import type { BootstrapInfo, FinishReasonData, SchedulePolicy } from '../scheduler/index.js';
 import type { ProfileReply, ProfileRequest } from './profiler.js';
 
 export type { ProfileReply, ProfileRequest };
@@ -50,6 +50,8 @@ export interface GenerateRequest {
   readonly addSpecialTokens?: boolean;
   /** The grammar constraint starts after the reasoning section (reasoning parser on, thinking enabled). */
   readonly requireReasoning?: boolean;
+  /** PD: each choice's prefill server and room (the router's bootstrap fields; one entry per choice, n > 1 in order). */
+  readonly bootstrap?: readonly BootstrapInfo[];
 }
 
 /** A logprob entry: [logprob, tokenId] (the server decodes text when the wire format wants it). */
@@ -200,6 +202,21 @@ export interface EngineOptions {
   readonly grammarBackend?: string;
   /** --constrained-json-disable-any-whitespace: JSON grammars without free whitespace. */
   readonly constrainedJsonDisableAnyWhitespace?: boolean;
+  /** PD disaggregation role (--disaggregation-mode prefill|decode and its flags); absent outside PD. */
+  readonly disaggregation?: DisaggregationOptions;
+}
+
+/** The PD flags the engine core needs. */
+export interface DisaggregationOptions {
+  readonly mode: 'prefill' | 'decode';
+  /** --disaggregation-bootstrap-port (prefill). */
+  readonly bootstrapPort: number;
+  /** --host: where the bootstrap server and the transfer endpoint listen (prefill). */
+  readonly host: string;
+  /** --disaggregation-transfer-backend, or null when not given (the best available one). */
+  readonly transferBackend: string | null;
+  /** --disaggregation-decode-enable-radix-cache (decode keeps no prefix cache by default). */
+  readonly decodeEnableRadixCache: boolean;
 }
 
 /** Static facts about the loaded engine (for /get_model_info, /get_server_info, /v1/models, context checks). */
@@ -261,6 +278,29 @@ export interface EngineLoad {
   readonly specAcceptRate?: number;
   /** Under --dp-size > 1: each DP group's (replica's) own load, by DP rank (the fields above are their sums). */
   readonly dpLoads?: readonly EngineLoad[];
+  /** PD role counters: queue lengths (sglang:num_prefill_prealloc_queue_reqs etc.), transfers, pages and bytes moved. */
+  readonly disaggregation?: DisaggregationLoad;
+}
+
+/** PD counters of one server (prefill or decode side). */
+export interface DisaggregationLoad {
+  readonly mode: 'prefill' | 'decode';
+  readonly transferBackend: string;
+  /** Prefill: waiting for the decode side's destination / transfers in flight. Decode: prealloc / transfer queues. */
+  readonly numBootstrapQueueReqs: number;
+  readonly numInflightQueueReqs: number;
+  readonly numPreallocQueueReqs: number;
+  readonly numTransferQueueReqs: number;
+  readonly transfers: number;
+  readonly failedTransfers: number;
+  /** KV payload bytes sent (prefill) or received (decode). */
+  readonly kvBytes: number;
+  /** KV token rows sent or received. */
+  readonly kvTokens: number;
+  /** Pages (tokens / page size, rounded up per request) received or sent. */
+  readonly kvPages: number;
+  /** Forward steps that ran a prefill (extend) on this server (0 on a decode server for PD requests). */
+  readonly numPrefillSteps: number;
 }
 
 /**

@@ -84,3 +84,45 @@ export function mergePrefillLogprobs(prefill: unknown, decode: unknown): unknown
   }
   return { ...(decode as Body), meta_info: merged };
 }
+
+/** The SSE `data:` payloads of a stream (without `[DONE]`), parsed; unparseable ones are skipped. */
+function sseEvents(text: string): Body[] {
+  const out: Body[] = [];
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('data: ') || line === 'data: [DONE]') continue;
+    try {
+      out.push(JSON.parse(line.slice(6)) as Body);
+    } catch { /* not JSON */ }
+  }
+  return out;
+}
+
+/**
+ * Streaming /generate with return_logprob: rewrites the decode stream so that each event of a sequence (by `index`)
+ * carries the prefill stream's prompt logprobs (the decode server has none; tsglang's stream events repeat them as
+ * SGLang's cumulative meta_info does). @returns a function from one decode SSE event block (text up to a blank line) to its rewritten text
+ */
+export function streamLogprobMerger(prefillSse: string): (event: string) => string {
+  const fromPrefill = new Map<number, Body>();
+  for (const e of sseEvents(prefillSse)) {
+    const idx = typeof e['index'] === 'number' ? (e['index'] as number) : 0;
+    const m = e['meta_info'] as Body | undefined;
+    if (m && !fromPrefill.has(idx) && Array.isArray(m['input_token_logprobs']) && (m['input_token_logprobs'] as unknown[]).length > 0) fromPrefill.set(idx, e);
+  }
+  return (event: string) => {
+    const m = /^data: (\{.*\})\s*$/s.exec(event.trim());
+    if (!m) return event;
+    let d: Body;
+    try {
+      d = JSON.parse(m[1]) as Body;
+    } catch {
+      return event;
+    }
+    const idx = typeof d['index'] === 'number' ? (d['index'] as number) : 0;
+    const p = fromPrefill.get(idx);
+    const dm = d['meta_info'] as Body | undefined;
+    // events that carry prompt logprobs of their own (none from a decode server) are left alone
+    if (!p || !dm || (Array.isArray(dm['input_token_logprobs']) && (dm['input_token_logprobs'] as unknown[]).length > 0)) return event;
+    return `data: ${JSON.stringify(mergePrefillLogprobs(p, d))}\n\n`;
+  };
+}

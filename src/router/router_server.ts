@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { Logger } from '../common/index.js';
 import { backoffMs, endToEndHeaders, forward, readBody, RETRYABLE_STATUS, sendRouterError, type ForwardResponse, type RetryConfig } from './http_forward.js';
-import { injectBootstrap, GENERATION_ROUTES, mergePrefillLogprobs, routingText, wantsLogprob } from './pd_request.js';
+import { injectBootstrap, GENERATION_ROUTES, mergePrefillLogprobs, routingText, streamLogprobMerger, wantsLogprob } from './pd_request.js';
 import { createPolicy, type LoadBalancingPolicy, type PolicyDecision } from './policies.js';
 import type { RouterArgs } from './router_args.js';
 import { RouterMetrics } from './router_metrics.js';
@@ -153,18 +153,33 @@ export class Router {
     this.answer(res, ok ? 200 : 500, ok ? 'Cache flushed on all workers' : 'Cache flush failed on some workers', 'text/plain');
   }
 
-  /** Streams a worker's answer to the client; a worker dying mid-answer cuts the client's connection. */
-  private pipe(r: ForwardResponse, res: http.ServerResponse, onEnd?: (ok: boolean) => void): Promise<void> {
+  /**
+   * Streams a worker's answer to the client; a worker dying mid-answer cuts the client's connection.
+   * @param rewrite applied to each SSE event (text up to its blank line) when given
+   */
+  private pipe(r: ForwardResponse, res: http.ServerResponse, onEnd?: (ok: boolean) => void, rewrite?: (event: string) => string): Promise<void> {
     return new Promise((resolve) => {
-      res.writeHead(r.status, endToEndHeaders(r.headers));
+      const h = endToEndHeaders(r.headers);
+      if (rewrite) delete h['content-length'];
+      res.writeHead(r.status, h);
+      let pending = '';
+      const write = (c: Buffer): void => {
+        if (!rewrite) { res.write(c); return; }
+        pending += c.toString('utf8');
+        let i: number;
+        while ((i = pending.indexOf('\n\n')) >= 0) {
+          res.write(rewrite(pending.slice(0, i + 2)));
+          pending = pending.slice(i + 2);
+        }
+      };
       const done = (ok: boolean): void => {
         onEnd?.(ok);
         onEnd = undefined;
         if (!ok) res.destroy();
         resolve();
       };
-      r.body.on('data', (c: Buffer) => res.write(c));
-      r.body.on('end', () => { if (r.body.complete) { res.end(); done(true); } else done(false); });
+      r.body.on('data', write);
+      r.body.on('end', () => { if (r.body.complete) { res.end(pending); done(true); } else done(false); });
       r.body.on('error', () => done(false));
       r.body.on('close', () => { if (!r.body.complete) done(false); });
       res.on('close', () => { if (!res.writableFinished) r.body.destroy(); });
@@ -233,6 +248,7 @@ export class Router {
       const dRes = forward(d.url, 'POST', path, headers, payload, timeout, dAbort.signal);
       // The prefill answer is read whole (its prompt logprobs are merged); a prefill failure is the root cause.
       const pDone = pRes.then(async (r) => ({ status: r.status, body: await readBody(r.body) }));
+      pDone.catch(() => undefined); // awaited below; a prefill failure must not count as unhandled meanwhile
       const release = (): void => { p.load--; d.load--; };
       let dr: ForwardResponse;
       try {
@@ -256,11 +272,17 @@ export class Router {
         continue;
       }
       if (stream) {
+        let rewrite: ((event: string) => string) | undefined;
+        if (wantsLogprob(path, body)) {
+          // the prompt logprobs come from the prefill stream: wait for it before the first decode event goes out
+          const pr = await pDone.catch(() => null);
+          if (pr && pr.status === 200) rewrite = streamLogprobMerger(pr.body.toString('utf8'));
+        }
         void pDone.then((pr) => this.outcome(p, pr.status), () => this.outcome(p, null));
         await this.pipe(dr, res, (ok) => {
           release();
           this.outcome(d, ok ? dr.status : null);
-        });
+        }, rewrite);
         return;
       }
       let dBody: Buffer;

@@ -8,6 +8,14 @@ export type FinishReasonData =
   | { readonly type: 'length'; readonly length: number }
   | { readonly type: 'abort'; readonly message: string; readonly statusCode?: number; readonly errType?: string };
 
+/** Where a PD request's prefill server is, and its room (the router's bootstrap_host / _port / _room). */
+export interface BootstrapInfo {
+  readonly host: string;
+  /** null when the router was given `none` (no bootstrap server). */
+  readonly port: number | null;
+  readonly room: number;
+}
+
 /** A tokenized, validated request for the scheduler (one choice). */
 export interface TokenizedReq {
   readonly rid: string;
@@ -28,6 +36,8 @@ export interface TokenizedReq {
    * tokens up to the think-end token are free (SGLang require_reasoning).
    */
   readonly requireReasoning?: boolean;
+  /** PD disaggregation: this choice's prefill server and room (absent outside PD). */
+  readonly bootstrap?: BootstrapInfo;
 }
 
 /** Tokens and state one request produced in one step (SGLang BatchTokenIDOutput, one row). */

@@ -165,6 +165,34 @@ export class Scheduler {
     this.newTokenRatio = this.initNewTokenRatio;
   }
 
+  /**
+   * PD seams (disagg/): `prefillFinished` sees a finished request's KV before it is cached or freed (the prefill
+   * loop copies it out for the transfer); `prebuilt` takes every new request off the waiting queue (the decode loop
+   * fills its KV by transfer and hands it back through installPrebuilt / failPrebuilt). Both null outside PD.
+   */
+  prefillFinished: ((req: Req) => void) | null = null;
+  prebuilt: { onAdmit(req: Req): void } | null = null;
+
+  /**
+   * PD decode: a request whose prompt KV arrived (rows committed, first token appended) joins the running batch —
+   * SGLang's prebuilt extend, no forward — or finishes at once when the first token ended it. Emits its output.
+   */
+  installPrebuilt(req: Req): void {
+    if (req.isFinished) {
+      this.live.delete(req.rid);
+      this.mem.releaseFinished(req);
+    } else this.running.push(req);
+    this.pendingOutputs.push(req.takeOutput());
+  }
+
+  /** PD decode: a request whose transfer failed or was aborted finishes with `reason`, its KV freed uncached. */
+  failPrebuilt(req: Req, reason: FinishReasonData): void {
+    this.live.delete(req.rid);
+    this.mem.releaseRetracted(req);
+    req.finishReason = reason;
+    this.pendingOutputs.push(req.takeOutput());
+  }
+
   /** Longest sequence (prompt + output) a request may reach: min(contextLength, capacity) − 1 (SGLang max_req_len). */
   get maxReqLen(): number {
     return Math.min(this.cfg.contextLength - 1, this.cfg.maxTotalNumTokens - 1);
@@ -197,6 +225,13 @@ export class Scheduler {
     if (t.params.grammar && !this.grammar) throw new InvalidRequestError(GRAMMAR_BACKEND_NONE_MESSAGE, null);
     const req = new Req(t, maxNew, this.cfg.eosTokenIds);
     if (this.spec) req.specNumDraftTokens = this.spec.cfg.numDraftTokens;
+    if (this.prebuilt) {
+      // PD decode (disagg/decode_loop.ts): the request waits for its transferred KV instead of the waiting queue
+      this.live.set(req.rid, req);
+      this.totalPromptTokens += inLen;
+      this.prebuilt.onAdmit(req);
+      return;
+    }
     if (req.grammar && this.grammar) {
       this.grammar.open(req.rid, req.grammar, req.requireReasoning);
       req.grammarQueuedAtMs = performance.now();
@@ -412,6 +447,7 @@ export class Scheduler {
         if (ri >= 0) this.running.splice(ri, 1);
         this.live.delete(req.rid);
         if (req.grammar) this.grammar?.close(req.rid);
+        this.prefillFinished?.(req);
         this.mem.releaseFinished(req);
       } else if (!this.running.includes(req)) {
         this.running.push(req);

@@ -378,6 +378,10 @@ function modelInfo(s: HttpServer): Record<string, unknown> {
   };
 }
 
+function snakeKeys(o: object): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(o).map(([k, v]) => [k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`), v]));
+}
+
 async function serverInfo(s: HttpServer, ex: Exchange): Promise<void> {
   const d = s.depsForRoutes;
   const info = d.engine.info;
@@ -403,6 +407,8 @@ async function serverInfo(s: HttpServer, ex: Exchange): Promise<void> {
       cache_hit_rate: l.cacheHitRate,
       kv_cache_committed_bytes: l.kvCacheCommittedBytes ?? null,
       ...(l.avgSpecAcceptLength !== undefined ? { avg_spec_accept_length: l.avgSpecAcceptLength } : {}),
+      num_used_tokens: l.numUsedTokens,
+      ...(load.disaggregation ? { disaggregation: snakeKeys(load.disaggregation) } : {}),
     })),
     version: d.version,
     ...(d.tsglangVersion !== undefined ? { tsglang_version: d.tsglangVersion } : {}),

@@ -57,6 +57,11 @@ export class ServerMetrics {
       gauge('sglang:spec_accept_rate', 'The average acceptance rate of speculative decoding.', (l) => l.specAcceptRate ?? 0);
     }
     gauge('sglang:num_grammar_queue_reqs', 'The number of requests in the grammar waiting queue.', (l) => l.numGrammarQueueReqs ?? 0);
+    // PD queues (SGLang's names, "infight" as SGLang spells it)
+    gauge('sglang:num_prefill_prealloc_queue_reqs', 'The number of requests in the prefill prealloc (bootstrap) queue.', (l) => l.disaggregation?.numBootstrapQueueReqs ?? 0);
+    gauge('sglang:num_prefill_infight_queue_reqs', 'The number of requests in the prefill inflight queue.', (l) => l.disaggregation?.numInflightQueueReqs ?? 0);
+    gauge('sglang:num_decode_prealloc_queue_reqs', 'The number of requests in the decode prealloc queue.', (l) => l.disaggregation?.numPreallocQueueReqs ?? 0);
+    gauge('sglang:num_decode_transfer_queue_reqs', 'The number of requests in the decode transfer queue.', (l) => l.disaggregation?.numTransferQueueReqs ?? 0);
     let soSeen = 0;
     const soLabels = this.labels;
     new Counter({

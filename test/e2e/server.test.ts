@@ -271,7 +271,6 @@ test('flags whose feature is not built stop start-up with a clear message', () =
   for (const [flags, re] of [
     [['--pp-size', '2'], /pipeline parallelism \(--pp-size 2/],
     [['--speculative-algorithm', 'EAGLE3'], /speculative algorithm EAGLE3/],
-    [['--disaggregation-mode', 'prefill'], /disaggregation/],
   ] as [string[], RegExp][]) {
     const r = spawnSync(process.execPath, [TSGLANG_BIN, 'serve', ...flags], { env: { ...process.env, HOME }, encoding: 'utf8' });
     assert.notEqual(r.status, 0);

@@ -1,0 +1,38 @@
+// Which KV transfer backend a PD server uses (--disaggregation-transfer-backend). SGLang's names for libraries tsglang
+// cannot load stop start-up with a message naming what is available; without the flag the best available one is
+// used (SGLang's default, mooncake, is not available here) and named in the start-up log.
+import { UnsupportedFeatureError } from '../common/index.js';
+
+/** Every name the flag accepts: SGLang's, plus tsglang's `tcp` and `ucx`. */
+export const TRANSFER_BACKENDS = ['mooncake', 'nixl', 'ascend', 'mori', 'mooncake_tcp', 'fake', 'tcp', 'ucx'] as const;
+
+/** A backend tsglang runs. */
+export type TransferBackendChoice = 'tcp';
+
+/** Why each backend that does not run here is unavailable. */
+const UNAVAILABLE: Record<string, string> = {
+  mooncake: 'the Mooncake transfer engine (a Python/CUDA library) is not available to tsglang',
+  mooncake_tcp: 'the Mooncake transfer engine (a Python/CUDA library) is not available to tsglang',
+  nixl: 'NVIDIA NIXL (a CUDA library) is not available to tsglang',
+  ascend: 'the Ascend transfer engine needs Ascend NPUs',
+  mori: 'MORI needs AMD GPUs',
+  ucx: 'the UCX transfer addon is not built in this version of tsglang',
+  fake: 'the fake backend (no transfer) is not built in this version of tsglang',
+};
+
+/** Backends that run on this machine, best first. */
+export function availableTransferBackends(): TransferBackendChoice[] {
+  return ['tcp'];
+}
+
+/**
+ * The backend to use. @param given the flag's value, or null when it was not given
+ * @throws UnsupportedFeatureError for a backend that cannot run here, naming the ones that can
+ */
+export function resolveTransferBackend(given: string | null): TransferBackendChoice {
+  const avail = availableTransferBackends();
+  if (given === null) return avail[0];
+  if ((avail as string[]).includes(given)) return given as TransferBackendChoice;
+  const why = UNAVAILABLE[given] ?? 'unknown backend';
+  throw new UnsupportedFeatureError(`--disaggregation-transfer-backend ${given} is not available: ${why}. Available here: ${avail.join(', ')}`);
+}
