@@ -5,6 +5,7 @@
 //   env TSGLANG_SKIP_NATIVE=1    skip the build
 //   env TSGLANG_NO_OPENBLAS=1    build without OpenBLAS even if libopenblas-dev is installed
 //   env TSGLANG_WITHOUT_GLOO=1   skip the optional Gloo addon (native/gloo → dist_gloo.node, multi-node collectives)
+//   env TSGLANG_WITHOUT_UCX=1    skip the optional UCX addon (native/ucx → dist_ucx.node, PD KV transfer backend ucx)
 // The Gloo addon is a separate gyp project built after the compute addon, only when native/gloo/detect_gloo.cjs can
 // compile and link against libgloo (Debian libgloo-dev); its failure or absence only disables --nnodes > 1.
 import { existsSync } from 'node:fs';
@@ -53,6 +54,7 @@ function main() {
   if (r.status === 0) {
     note(`built native/build/Release/tsglang_native.node in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
     buildGloo(nodeGyp, nodeDir);
+    buildUcx(nodeGyp, nodeDir);
     return;
   }
   const tail = `${r.stderr ?? ''}`.split('\n').filter((l) => /error|ERR!/i.test(l)).slice(0, 3).join(' | ');
@@ -73,6 +75,22 @@ function buildGloo(nodeGyp, nodeDir) {
   if (r.status === 0) return note(`built native/gloo/build/Release/dist_gloo.node in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   const tail = `${r.stderr ?? ''}`.split('\n').filter((l) => /error|ERR!/i.test(l)).slice(0, 3).join(' | ');
   note(`Gloo addon build failed (${r.error ? r.error.message : `exit ${r.status}`}${tail ? `: ${tail}` : ''}); --nnodes > 1 unavailable`);
+}
+
+/** The optional UCX addon (never fails the install). */
+function buildUcx(nodeGyp, nodeDir) {
+  const ucxDir = join(nativeDir, 'ucx');
+  if (process.env.TSGLANG_WITHOUT_UCX === '1') return note('UCX addon skipped (TSGLANG_WITHOUT_UCX=1): KV transfer backend ucx unavailable');
+  const probe = spawnSync(process.execPath, [join(ucxDir, 'detect_ucx.cjs')], { encoding: 'utf8', timeout: 180000 });
+  if (probe.stdout.trim() !== '1') return note('libucx-dev not found (apt-get install libucx-dev): dist_ucx.node not built, KV transfer backend ucx unavailable');
+  const t0 = Date.now();
+  const common = [`--directory=${ucxDir}`, `--nodedir=${nodeDir}`, ...(verbose ? ['--loglevel=warn'] : [])];
+  const opts = { cwd: ucxDir, stdio: verbose ? 'inherit' : ['ignore', 'pipe', 'pipe'], timeout: 15 * 60 * 1000, encoding: 'utf8' };
+  let r = spawnSync(process.execPath, [nodeGyp, 'configure', ...common], opts);
+  if (r.status === 0) r = spawnSync(process.execPath, [nodeGyp, 'build', '--jobs=2', ...common], opts);
+  if (r.status === 0) return note(`built native/ucx/build/Release/dist_ucx.node in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  const tail = `${r.stderr ?? ''}`.split('\n').filter((l) => /error|ERR!/i.test(l)).slice(0, 3).join(' | ');
+  note(`UCX addon build failed (${r.error ? r.error.message : `exit ${r.status}`}${tail ? `: ${tail}` : ''}); KV transfer backend ucx unavailable`);
 }
 
 try {

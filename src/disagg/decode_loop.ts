@@ -9,6 +9,7 @@ import type { BootstrapInfo, Req, Scheduler } from '../scheduler/index.js';
 import { layoutFingerprint, payloadBytesPerToken, scatterKv } from './kv_pages.js';
 import { KVPoll, type DisaggEnv } from './kv_poll.js';
 import { TcpDecodeKVManager, type TcpKVReceiver } from './tcp_transfer.js';
+import type { UcxAddon } from './ucx_addon.js';
 
 interface Entry {
   readonly req: Req;
@@ -28,6 +29,8 @@ export interface DecodeStats {
   failedTransfers: number;
   bytesReceived: number;
   tokensReceived: number;
+  /** Payloads that came by UCX put (the rest over TCP). */
+  ucxTransfers: number;
 }
 
 /** Looks up a prefill server's rank-0 transfer endpoint (GET /route). @throws Error after the retries */
@@ -38,8 +41,7 @@ async function resolveEndpoint(host: string, port: number, retries: number): Pro
     try {
       const topo = await fetch(`${base}/route?prefill_dp_rank=-1&prefill_cp_rank=-1&target_tp_rank=-1&target_pp_rank=-1`, { signal: AbortSignal.timeout(5000) });
       if (topo.ok) {
-        const t = (await topo.json()) as { transfer_backend?: string | null };
-        if (t.transfer_backend && t.transfer_backend !== 'tcp') throw new Error(`the prefill server uses the ${t.transfer_backend} transfer backend, this decode server tcp`);
+        await topo.arrayBuffer(); // (ucx and tcp sides interoperate: a side without UCX gets TCP payloads)
         const r = await fetch(`${base}/route?prefill_dp_rank=0&prefill_cp_rank=0&target_tp_rank=0&target_pp_rank=0`, { signal: AbortSignal.timeout(5000) });
         if (r.ok) {
           const info = (await r.json()) as { rank_ip: string; rank_port: number };
@@ -51,7 +53,6 @@ async function resolveEndpoint(host: string, port: number, retries: number): Pro
       } else last = `GET /route answered ${topo.status}`;
     } catch (e) {
       last = (e as Error).message;
-      if (/transfer backend/.test(last)) throw e;
     }
     if (i + 1 < retries) await new Promise((r) => setTimeout(r, 1000));
   }
@@ -64,12 +65,16 @@ export class DecodeLoop {
   private readonly endpoints = new Map<string, Promise<string>>();
   private readonly resolved = new Map<string, string>();
   private readonly kvm: TcpDecodeKVManager;
-  readonly stats: DecodeStats = { numPreallocQueueReqs: 0, numTransferQueueReqs: 0, transfers: 0, failedTransfers: 0, bytesReceived: 0, tokensReceived: 0 };
+  readonly stats: DecodeStats = { numPreallocQueueReqs: 0, numTransferQueueReqs: 0, transfers: 0, failedTransfers: 0, bytesReceived: 0, tokensReceived: 0, ucxTransfers: 0 };
   private readonly layout: string;
   private timer: NodeJS.Timeout | null = null;
 
-  constructor(private readonly scheduler: Scheduler, private readonly env: DisaggEnv, private readonly kick: () => void, private readonly logger: Logger) {
-    this.kvm = new TcpDecodeKVManager(() => this.kick());
+  /**
+   * @param ucx the UCX addon for the `ucx` backend (null: `tcp`)
+   * @throws Error from UCX when its worker or staging region cannot be set up
+   */
+  constructor(private readonly scheduler: Scheduler, private readonly env: DisaggEnv, private readonly kick: () => void, private readonly logger: Logger, ucx: UcxAddon | null = null) {
+    this.kvm = new TcpDecodeKVManager(() => this.kick(), ucx);
     this.layout = layoutFingerprint(scheduler.runner.kvPool);
     scheduler.prebuilt = { onAdmit: (req) => this.onAdmit(req) };
   }
@@ -170,7 +175,7 @@ export class DecodeLoop {
           continue;
         }
         e.receiver = this.kvm.createReceiver(got, e.bootstrap.room);
-        this.kvm.init(e.receiver, { room: e.bootstrap.room, numTokens: n, layout: this.layout });
+        this.kvm.init(e.receiver, { room: e.bootstrap.room, numTokens: n, layout: this.layout, bytes: n * payloadBytesPerToken(this.scheduler.runner.kvPool) });
         e.sentMs = now;
       }
       const st = e.receiver.poll();
@@ -182,6 +187,7 @@ export class DecodeLoop {
     this.stats.numPreallocQueueReqs = prealloc;
     this.stats.numTransferQueueReqs = transfer;
     this.stats.bytesReceived = this.kvm.bytesReceived;
+    this.stats.ucxTransfers = this.kvm.ucxTransfers;
   }
 
   private install(e: Entry): void {

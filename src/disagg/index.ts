@@ -5,4 +5,5 @@ export { gatherKv, scatterKv, locRuns, layoutFingerprint, payloadBytesPerToken, 
 export { TcpPrefillKVManager, TcpDecodeKVManager, type AuxData, type Destination } from './tcp_transfer.js';
 export { PrefillLoop, type PrefillStats } from './prefill_loop.js';
 export { DecodeLoop, type DecodeStats } from './decode_loop.js';
-export { TRANSFER_BACKENDS, resolveTransferBackend, type TransferBackendChoice } from './backends.js';
+export { TRANSFER_BACKENDS, availableTransferBackends, resolveTransferBackend, type TransferBackendChoice } from './backends.js';
+export { loadUcxAddon, RangeAllocator, type UcxAddon } from './ucx_addon.js';

@@ -12,6 +12,7 @@ import { BootstrapServer } from './bootstrap_server.js';
 import { gatherKv, layoutFingerprint } from './kv_pages.js';
 import { KVPoll, type DisaggEnv } from './kv_poll.js';
 import { TcpPrefillKVManager, type AuxData, type TcpKVSender } from './tcp_transfer.js';
+import type { UcxAddon } from './ucx_addon.js';
 
 interface Entry {
   readonly rid: string;
@@ -32,12 +33,14 @@ export interface PrefillStats {
   failedTransfers: number;
   bytesSent: number;
   tokensSent: number;
+  /** Payloads sent by UCX put (the rest over TCP). */
+  ucxTransfers: number;
 }
 
 /** PD prefill role: the bootstrap server, the transfer endpoint, and the bootstrap / inflight queues. */
 export class PrefillLoop {
   private readonly entries = new Map<string, Entry>();
-  readonly stats: PrefillStats = { numBootstrapQueueReqs: 0, numInflightQueueReqs: 0, transfers: 0, failedTransfers: 0, bytesSent: 0, tokensSent: 0 };
+  readonly stats: PrefillStats = { numBootstrapQueueReqs: 0, numInflightQueueReqs: 0, transfers: 0, failedTransfers: 0, bytesSent: 0, tokensSent: 0, ucxTransfers: 0 };
   private timer: NodeJS.Timeout | null = null;
 
   private constructor(
@@ -56,17 +59,17 @@ export class PrefillLoop {
    * Starts the bootstrap server on host:bootstrapPort and the transfer endpoint, and registers this rank.
    * @throws Error when the bootstrap port is taken
    */
-  static async start(o: { scheduler: Scheduler; host: string; bootstrapPort: number; advertiseHost: string; pageSize: number; kvCacheDtype: string; env: DisaggEnv; kick: () => void; logger: Logger }): Promise<PrefillLoop> {
+  static async start(o: { scheduler: Scheduler; host: string; bootstrapPort: number; advertiseHost: string; pageSize: number; kvCacheDtype: string; env: DisaggEnv; kick: () => void; logger: Logger; ucx?: UcxAddon | null }): Promise<PrefillLoop> {
     const bootstrap = new BootstrapServer();
     const port = await bootstrap.listen(o.host, o.bootstrapPort);
-    const kvm = new TcpPrefillKVManager(layoutFingerprint(o.scheduler.runner.kvPool), o.kick);
+    const kvm = new TcpPrefillKVManager(layoutFingerprint(o.scheduler.runner.kvPool), o.kick, o.ucx ?? null);
     const rankPort = await kvm.listen(o.host);
     bootstrap.register({
       attn_tp_size: 1, attn_tp_rank: 0, attn_cp_size: 1, attn_cp_rank: 0, attn_dp_size: 1, attn_dp_rank: 0, pp_size: 1, pp_rank: 0,
       system_dp_size: 1, system_dp_rank: 0, rank_ip: o.advertiseHost, rank_port: rankPort, page_size: o.pageSize, kv_cache_dtype: o.kvCacheDtype,
-      load_balance_method: 'round_robin', transfer_backend: 'tcp',
+      load_balance_method: 'round_robin', transfer_backend: kvm.backend,
     });
-    o.logger.info(`PD prefill: bootstrap server on ${o.host}:${port}, KV transfer endpoint (tcp) on ${o.advertiseHost}:${rankPort}`);
+    o.logger.info(`PD prefill: bootstrap server on ${o.host}:${port}, KV transfer endpoint (${kvm.backend}; control over TCP) on ${o.advertiseHost || o.host}:${rankPort}`);
     return new PrefillLoop(o.scheduler, kvm, bootstrap, port, o.env, o.kick, o.logger);
   }
 
@@ -144,6 +147,7 @@ export class PrefillLoop {
       const s2 = e.sender.poll();
       if (s2 === KVPoll.Success && e.held) {
         this.stats.transfers++;
+        if (e.sender.via === 'ucx') this.stats.ucxTransfers++;
         ready.push(e.held);
         this.forget(e.rid);
       } else if (s2 === KVPoll.Failed && (e.held || e.pending)) {

@@ -1,11 +1,16 @@
-// The `tcp` KV transfer backend behind SGLang's KVManager / KVSender / KVReceiver shape (disaggregation/base/conn.py):
-// the decode side connects to the prefill rank's transfer endpoint (found through the bootstrap server), sends each
-// room's destination (its KV locs and the pool layout); the prefill side writes the rows as runs of consecutive locs
-// to that connection and then the aux data (first output token, its logprobs, the room); the decode side places them
-// in its pool. Frames: [u32 header bytes][u32 payload bytes][JSON header][payload].
+// The `tcp` and `ucx` KV transfer backends behind SGLang's KVManager / KVSender / KVReceiver shape
+// (disaggregation/base/conn.py). The decode side connects to the prefill rank's transfer endpoint (found through the
+// bootstrap server) and sends each room's destination (token count, bytes, pool layout); the prefill side sends the
+// rows (gathered run by run from its pool) and then the aux data (first output token, its logprobs, the room); the
+// decode side places them in its pool. The control messages always go over this TCP connection; the payload goes
+// over it too (`tcp`), or, with `ucx`, as a one-sided UCX put into the decode side's UCX-mapped staging region
+// (worker address and rkey sent in a `hello` at connection time, remote completion by flush, then the `done` message
+// as the notification). A side without UCX makes its peer fall back to the TCP payload.
+// Frames: [u32 header bytes][u32 payload bytes][JSON header][payload].
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { KVPoll, type KVPollState } from './kv_poll.js';
+import { RangeAllocator, ucxStagingBytes, type UcxAddon, type UcxWorker } from './ucx_addon.js';
 
 /** What the prefill side sends with the KV (SGLang's aux buffer: first token, its logprob, the room check). */
 export interface AuxData {
@@ -24,9 +29,21 @@ export interface Destination {
   readonly numTokens: number;
   /** Layout fingerprint of the decode pool (kv_pages.ts layoutFingerprint). */
   readonly layout: string;
+  /** Payload bytes expected. */
+  readonly bytes: number;
+  /** UCX: where in the decode side's staging region the payload goes (absent: TCP payload). */
+  readonly ucx?: { readonly offset: number; readonly length: number };
 }
 
-type Header = { type: 'dst'; dst: Destination } | { type: 'kv'; room: number; start: number; count: number } | { type: 'done'; aux: AuxData } | { type: 'fail'; room: number; message: string };
+type Header =
+  | { type: 'hello'; ucx: { address: string; rkey: string; base: string } }
+  | { type: 'dst'; dst: Destination }
+  | { type: 'kv'; room: number; start: number; count: number; ucx?: boolean }
+  | { type: 'done'; aux: AuxData }
+  | { type: 'fail'; room: number; message: string };
+
+/** A decode peer reachable by UCX puts (prefill side). */
+interface UcxPeer { readonly addon: UcxAddon; readonly worker: UcxWorker; readonly ep: number; readonly rkey: Buffer; readonly base: bigint }
 
 function frame(h: Header, payload?: Uint8Array): Buffer {
   const hb = Buffer.from(JSON.stringify(h));
@@ -71,7 +88,11 @@ export class TcpKVSender {
   error: string | null = null;
   dst: Destination | null = null;
   socket: net.Socket | null = null;
+  /** Set when the decode peer takes UCX puts. */
+  ucx: UcxPeer | null = null;
   bytesSent = 0;
+  /** How the payload went: 'tcp' or 'ucx' (after send). */
+  via: 'tcp' | 'ucx' | null = null;
   /** @param onEvent called when the state changes on a socket event (wakes the engine loop) */
   constructor(readonly room: number, private readonly onEvent: () => void = () => undefined) {}
 
@@ -92,14 +113,32 @@ export class TcpKVSender {
       return;
     }
     this.state = KVPoll.Transferring;
-    s.write(frame({ type: 'kv', room: this.room, start: 0, count: this.dst!.numTokens }, payload));
+    const dst = this.dst!;
+    const finish = (): void => {
+      s.write(frame({ type: 'done', aux }), (err) => {
+        if (this.state !== KVPoll.Transferring) return;
+        if (err) this.fail(err.message);
+        else this.state = KVPoll.Success;
+        this.onEvent();
+      });
+    };
     this.bytesSent += payload.length;
-    s.write(frame({ type: 'done', aux }), (err) => {
-      if (this.state !== KVPoll.Transferring) return;
-      if (err) this.fail(err.message);
-      else this.state = KVPoll.Success;
-      this.onEvent();
-    });
+    const u = this.ucx;
+    if (u && dst.ucx && dst.ucx.length === payload.length) {
+      this.via = 'ucx';
+      u.addon.ucxPut(u.worker, u.ep, u.rkey, u.base + BigInt(dst.ucx.offset), payload).then(() => {
+        if (this.state !== KVPoll.Transferring) return;
+        s.write(frame({ type: 'kv', room: this.room, start: 0, count: dst.numTokens, ucx: true }));
+        finish();
+      }, (err: Error) => {
+        this.abort(`UCX put failed: ${err.message}`);
+        this.onEvent();
+      });
+      return;
+    }
+    this.via = 'tcp';
+    s.write(frame({ type: 'kv', room: this.room, start: 0, count: dst.numTokens }, payload));
+    finish();
   }
 
   /** Marks the transfer failed and tells the decode side (best effort). */
@@ -117,18 +156,23 @@ export class TcpKVSender {
 
 /** Prefill side KVManager: the transfer endpoint decode ranks connect to. */
 export class TcpPrefillKVManager {
-  readonly backend = 'tcp';
   private readonly senders = new Map<number, TcpKVSender>();
   /** Destinations that arrived before their request. */
   private readonly early = new Map<number, { dst: Destination; socket: net.Socket }>();
   private server: net.Server | null = null;
   private readonly sockets = new Set<net.Socket>();
+  private readonly peers = new Map<net.Socket, UcxPeer>();
+  private worker: UcxWorker | null = null;
+  readonly backend: 'tcp' | 'ucx';
 
   /**
    * @param layout this pool's layout fingerprint (a decode pool of another layout is refused)
    * @param onEvent called when a destination arrives or a transfer ends (wakes the engine loop)
+   * @param ucx the UCX addon (backend `ucx`), or null (`tcp`)
    */
-  constructor(private readonly layout: string, private readonly onEvent: () => void = () => undefined) {}
+  constructor(private readonly layout: string, private readonly onEvent: () => void = () => undefined, private readonly ucx: UcxAddon | null = null) {
+    this.backend = ucx ? 'ucx' : 'tcp';
+  }
 
   /** Starts the endpoint. @returns the bound port */
   listen(host: string): Promise<number> {
@@ -136,6 +180,17 @@ export class TcpPrefillKVManager {
       socket.setNoDelay(true);
       this.sockets.add(socket);
       const reader = new FrameReader((h) => {
+        if (h.type === 'hello') {
+          if (!this.ucx) return; // a tcp prefill side: the decode side gets TCP payloads
+          try {
+            this.worker ??= this.ucx.ucxCreateWorker();
+            const ep = this.ucx.ucxConnect(this.worker, Buffer.from(h.ucx.address, 'base64'));
+            this.peers.set(socket, { addon: this.ucx, worker: this.worker, ep, rkey: Buffer.from(h.ucx.rkey, 'base64'), base: BigInt(h.ucx.base) });
+          } catch {
+            // no UCX path to that peer: its payloads go over TCP
+          }
+          return;
+        }
         if (h.type !== 'dst') return;
         const s = this.senders.get(h.dst.room);
         if (h.dst.layout !== this.layout) {
@@ -149,6 +204,7 @@ export class TcpPrefillKVManager {
       socket.on('data', (c: Buffer) => reader.push(c));
       const gone = (): void => {
         this.sockets.delete(socket);
+        this.peers.delete(socket);
         for (const s of this.senders.values()) if (s.socket === socket) s.fail('decode connection closed');
         for (const [room, e] of this.early) if (e.socket === socket) this.early.delete(room);
         this.onEvent();
@@ -166,6 +222,7 @@ export class TcpPrefillKVManager {
   private attach(s: TcpKVSender, dst: Destination, socket: net.Socket): void {
     s.dst = dst;
     s.socket = socket;
+    s.ucx = this.peers.get(socket) ?? null;
     if (s.state === KVPoll.Bootstrapping) s.state = KVPoll.WaitingForInput;
     this.onEvent();
   }
@@ -201,6 +258,8 @@ export class TcpKVReceiver {
   error: string | null = null;
   aux: AuxData | null = null;
   payload: Buffer | null = null;
+  /** The staging slot its UCX payload lands in. */
+  slot: { offset: number; length: number } | null = null;
   constructor(readonly room: number, readonly addr: string) {}
   poll(): KVPollState {
     return this.state;
@@ -214,13 +273,29 @@ export class TcpKVReceiver {
 
 /** Decode side KVManager: one connection per prefill rank endpoint, rooms multiplexed on it. */
 export class TcpDecodeKVManager {
-  readonly backend = 'tcp';
+  readonly backend: 'tcp' | 'ucx';
   private readonly conns = new Map<string, net.Socket>();
   private readonly receivers = new Map<number, TcpKVReceiver>();
   bytesReceived = 0;
+  /** Payloads that arrived by UCX put. */
+  ucxTransfers = 0;
+  private readonly staging: { hello: Header; view: Uint8Array; ranges: RangeAllocator } | null = null;
 
-  /** @param onData called when a room's rows and aux arrived (the receiver is then Success), or with null on a failure */
-  constructor(private readonly onData: (r: TcpKVReceiver | null) => void) {}
+  /**
+   * @param onData called when a room's rows and aux arrived (the receiver is then Success), or with null on a failure
+   * @param ucx the UCX addon (backend `ucx`: a staging region is mapped and progressed on its own thread), or null
+   * @throws Error from UCX when the worker or the region cannot be set up
+   */
+  constructor(private readonly onData: (r: TcpKVReceiver | null) => void, ucx: UcxAddon | null = null, stagingBytes = ucxStagingBytes()) {
+    this.backend = ucx ? 'ucx' : 'tcp';
+    if (ucx) {
+      const worker = ucx.ucxCreateWorker();
+      const region = ucx.ucxMapRegion(worker, stagingBytes);
+      ucx.ucxStartProgress(worker);
+      const hello: Header = { type: 'hello', ucx: { address: ucx.ucxWorkerAddress(worker).toString('base64'), rkey: region.rkey.toString('base64'), base: region.address.toString() } };
+      this.staging = { hello, view: new Uint8Array(region.buffer), ranges: new RangeAllocator(stagingBytes) };
+    }
+  }
 
   private connect(addr: string): net.Socket {
     const have = this.conns.get(addr);
@@ -228,11 +303,21 @@ export class TcpDecodeKVManager {
     const [host, port] = [addr.slice(0, addr.lastIndexOf(':')), Number(addr.slice(addr.lastIndexOf(':') + 1))];
     const socket = net.connect({ host, port });
     socket.setNoDelay(true);
+    if (this.staging) socket.write(frame(this.staging.hello));
     const pendingKv = new Map<number, Buffer>();
     const reader = new FrameReader((h, payload) => {
       if (h.type === 'kv') {
-        pendingKv.set(h.room, Buffer.from(payload));
-        this.bytesReceived += payload.length;
+        const r0 = this.receivers.get(h.room);
+        if (h.ucx && r0?.slot && this.staging) {
+          // the payload is in the staging region already (put + flush happened before this message)
+          const view = this.staging.view.subarray(r0.slot.offset, r0.slot.offset + r0.slot.length);
+          pendingKv.set(h.room, Buffer.from(view));
+          this.bytesReceived += view.length;
+          this.ucxTransfers++;
+        } else {
+          pendingKv.set(h.room, Buffer.from(payload));
+          this.bytesReceived += payload.length;
+        }
         const r = this.receivers.get(h.room);
         if (r && r.state === KVPoll.WaitingForInput) r.state = KVPoll.Transferring;
       } else if (h.type === 'done') {
@@ -272,11 +357,16 @@ export class TcpDecodeKVManager {
   /** Sends the destination of a receiver's room (SGLang KVReceiver.init): Bootstrapping → WaitingForInput. */
   init(r: TcpKVReceiver, dst: Destination): void {
     const s = this.connect(r.addr);
-    s.write(frame({ type: 'dst', dst }));
+    const off = this.staging && dst.bytes > 0 ? this.staging.ranges.alloc(dst.bytes) : null;
+    if (off !== null) r.slot = { offset: off, length: dst.bytes };
+    // a room that does not fit the staging region right now gets a TCP payload
+    s.write(frame({ type: 'dst', dst: r.slot ? { ...dst, ucx: r.slot } : dst }));
     if (r.state === KVPoll.Bootstrapping) r.state = KVPoll.WaitingForInput;
   }
 
   release(room: number): void {
+    const r = this.receivers.get(room);
+    if (r?.slot && this.staging) this.staging.ranges.release(r.slot.offset, r.slot.length);
     this.receivers.delete(room);
   }
 

@@ -2,7 +2,7 @@
 // (disagg/) around the core's scheduler and gives the core the few calls it makes into it, so engine_core.ts stays
 // one loop. Outside PD the core has no CoreDisagg.
 import { Logger, UnsupportedFeatureError } from '../common/index.js';
-import { DecodeLoop, PrefillLoop, readDisaggEnv, resolveTransferBackend } from '../disagg/index.js';
+import { DecodeLoop, loadUcxAddon, PrefillLoop, readDisaggEnv, resolveTransferBackend } from '../disagg/index.js';
 import type { ReqTokenOutput, Scheduler, TokenizedReq } from '../scheduler/index.js';
 import type { DisaggregationLoad, DisaggregationOptions } from './types.js';
 
@@ -21,20 +21,21 @@ export class CoreDisagg {
     if (tpSize > 1) throw new UnsupportedFeatureError(`--disaggregation-mode ${opts.mode} with --tp ${tpSize} is not built yet (PD runs with --tp 1 on both sides)`);
     if (scheduler.spec) throw new UnsupportedFeatureError(`--disaggregation-mode ${opts.mode} with --speculative-algorithm is not built yet`);
     this.backend = resolveTransferBackend(opts.transferBackend);
-    logger.info(`PD disaggregation: ${opts.mode} server, KV transfer backend ${this.backend}${opts.transferBackend === null ? ' (the best available: --disaggregation-transfer-backend not given)' : ''}`);
+    logger.info(`PD disaggregation: ${opts.mode} server, KV transfer backend ${this.backend}${opts.transferBackend === null ? ' (the default: --disaggregation-transfer-backend not given)' : ''}`);
   }
 
   /** Starts the role's servers (prefill: bootstrap server and transfer endpoint). @throws Error when a port is taken */
   async start(): Promise<void> {
     const env = readDisaggEnv();
+    const ucx = this.backend === 'ucx' ? loadUcxAddon().addon : null;
     if (this.opts.mode === 'prefill') {
       const advertise = this.opts.host === '0.0.0.0' || this.opts.host === '::' ? '' : this.opts.host;
       this.prefill = await PrefillLoop.start({
         scheduler: this.scheduler, host: this.opts.host, bootstrapPort: this.opts.bootstrapPort, advertiseHost: advertise,
-        pageSize: this.scheduler.cfg.pageSize, kvCacheDtype: this.kvCacheDtype, env, kick: this.kick, logger: this.logger,
+        pageSize: this.scheduler.cfg.pageSize, kvCacheDtype: this.kvCacheDtype, env, kick: this.kick, logger: this.logger, ucx,
       });
     } else {
-      this.decode = new DecodeLoop(this.scheduler, env, this.kick, this.logger);
+      this.decode = new DecodeLoop(this.scheduler, env, this.kick, this.logger, ucx);
     }
   }
 
@@ -89,6 +90,7 @@ export class CoreDisagg {
       numPreallocQueueReqs: d?.numPreallocQueueReqs ?? 0,
       numTransferQueueReqs: d?.numTransferQueueReqs ?? 0,
       transfers: p?.transfers ?? d?.transfers ?? 0,
+      ucxTransfers: p?.ucxTransfers ?? d?.ucxTransfers ?? 0,
       failedTransfers: p?.failedTransfers ?? d?.failedTransfers ?? 0,
       kvBytes: p?.bytesSent ?? d?.bytesReceived ?? 0,
       kvTokens: tokens,

@@ -213,7 +213,7 @@ export interface DisaggregationOptions {
   readonly bootstrapPort: number;
   /** --host: where the bootstrap server and the transfer endpoint listen (prefill). */
   readonly host: string;
-  /** --disaggregation-transfer-backend, or null when not given (the best available one). */
+  /** --disaggregation-transfer-backend, or null when not given (tcp). */
   readonly transferBackend: string | null;
   /** --disaggregation-decode-enable-radix-cache (decode keeps no prefix cache by default). */
   readonly decodeEnableRadixCache: boolean;
@@ -292,6 +292,8 @@ export interface DisaggregationLoad {
   readonly numPreallocQueueReqs: number;
   readonly numTransferQueueReqs: number;
   readonly transfers: number;
+  /** Of those, payloads moved by UCX put (backend ucx; the rest over TCP). */
+  readonly ucxTransfers: number;
   readonly failedTransfers: number;
   /** KV payload bytes sent (prefill) or received (decode). */
   readonly kvBytes: number;

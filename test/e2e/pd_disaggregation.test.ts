@@ -82,7 +82,10 @@ test('PD on loopback: prefill + decode + router give the single server\'s greedy
   const single = start(['serve', ...common, '--port', String(sPort)], ready);
   procs.push(prefill, decode, single);
   await Promise.all([prefill.ready, decode.ready, single.ready]);
-  assert.match(prefill.log(), /KV transfer backend tcp/);
+  // the default backend (tcp); the ucx backend's transfers are tested in src/disagg/disagg.test.ts
+  const backend = /KV transfer backend (ucx|tcp)/.exec(prefill.log())?.[1];
+  assert.ok(backend, prefill.log());
+  assert.match(decode.log(), new RegExp(`KV transfer backend ${backend}`));
   const router = start(['router', '--pd-disaggregation', '--prefill', `http://127.0.0.1:${pPort}`, String(bPort), '--decode', `http://127.0.0.1:${dPort}`,
     '--host', '127.0.0.1', '--port', String(rPort), '--prometheus-port', String(mPort), '--worker-startup-check-interval', '1'], /router listening/);
   procs.push(router);
@@ -114,6 +117,8 @@ test('PD on loopback: prefill + decode + router give the single server\'s greedy
   assert.ok(dd['transfers'] >= 10, JSON.stringify(dd));
   assert.equal(dd['transfers'], pd['transfers']);
   assert.equal(dd['failed_transfers'], 0);
+  // with ucx every payload went by UCX put (the staging region is large enough for these prompts)
+  assert.equal(dd['ucx_transfers'], backend === 'ucx' ? dd['transfers'] : 0, JSON.stringify(dd));
   assert.ok(dd['kv_tokens'] > 0 && dd['kv_bytes'] === pd['kv_bytes'] && dd['kv_bytes'] % dd['kv_tokens'] === 0, JSON.stringify({ dd, pd }));
   assert.equal(d['num_used_tokens'], 0, 'decode pool not free after the requests');
   assert.equal(p['num_used_tokens'], 0, 'prefill pool holds more than its prefix cache after the requests');
