@@ -87,6 +87,10 @@ export class DecodeLoop {
       this.scheduler.failPrebuilt(req, { type: 'abort', message: 'A decode server (--disaggregation-mode decode) takes requests through the router only: bootstrap_host, bootstrap_port and bootstrap_room are required.', statusCode: 400 });
       return;
     }
+    if (req.grammar) {
+      this.scheduler.failPrebuilt(req, { type: 'abort', message: 'Structured outputs (json_schema, regex, ebnf, structural_tag, response_format) through PD disaggregation are not supported by tsglang yet; send them to a regular server.', statusCode: 400 });
+      return;
+    }
     this.entries.set(req.rid, { req, bootstrap: b, createdMs: Date.now(), receiver: null, addr: null, sentMs: 0 });
     if (b.port === null) {
       this.fail(this.entries.get(req.rid)!, 'the request has no bootstrap port (the router was given `none`)');
