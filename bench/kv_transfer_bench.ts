@@ -59,12 +59,21 @@ async function main(): Promise<void> {
       const port = await prefill.listen('127.0.0.1');
       const decode = new TcpDecodeKVManager((r) => { if (r?.state === KVPoll.Success) got.set(r.room, r.payload!); }, be.ucx ? ucx.addon : null, Math.ceil(bytes / 2 ** 20 + 1) * 2 ** 20);
       const times: number[] = [];
-      for (let i = 0; i <= ITERS; i++) {
-        const ms = await once(layout, src, dst, prefill, decode, port, 1000 + i, got);
-        if (i > 0) times.push(ms);
+      let error: string | null = null;
+      for (let i = 0; i <= ITERS && error === null; i++) {
+        try {
+          const ms = await once(layout, src, dst, prefill, decode, port, 1000 + i, got);
+          if (i > 0) times.push(ms);
+        } catch (e) {
+          error = (e as Error).message;
+        }
       }
       decode.close();
       await prefill.close();
+      if (error !== null || times.length === 0) {
+        process.stdout.write(`${lname.padEnd(62)} ${be.name.padEnd(11)} failed: ${error ?? 'no run'}\n`);
+        continue;
+      }
       const sorted = [...times].sort((a, b) => a - b);
       const med = sorted[Math.floor(sorted.length / 2)];
       process.stdout.write(`${lname.padEnd(62)} ${be.name.padEnd(11)} ${(bytes / 2 ** 20).toFixed(1).padStart(7)} MiB  median ${med.toFixed(1).padStart(7)} ms  ${(bytes / med / 1e6).toFixed(2).padStart(6)} GB/s   runs ms: ${times.map((t) => t.toFixed(1)).join(' ')}\n`);
