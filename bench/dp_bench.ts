@@ -15,6 +15,7 @@ import { launchTpRanks } from '../src/executor/index.js';
 import { SimpleBatchContext } from '../src/layers/index.js';
 import { KVPool } from '../src/mem_cache/index.js';
 import { ensureBenchCheckpoint } from './bench_presets.js';
+import { median } from './llamacpp_batch.js';
 
 const { values } = parseArgs({ options: {
   arch: { type: 'string', default: 'deepseek-v32' }, concurrency: { type: 'string', default: '32' }, 'output-len': { type: 'string', default: '32' },
@@ -82,7 +83,7 @@ if (values.child?.startsWith('cp,')) {
       process.stdout.write(`round ${r + 1} ${name.padEnd(24)} decode ${x.decodeTokPerS.toFixed(1)} tok/s, last first token ${x.firstTokenMs.toFixed(0)} ms, total ${x.totalMs.toFixed(0)} ms\n`);
     }
   }
-  const med = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  const med = median; // of an even count: the mean of the middle two (was the higher one)
   const a = got.get(layouts[0][0])?.map((x) => x.decodeTokPerS) ?? [];
   const b = got.get(layouts[1][0])?.map((x) => x.decodeTokPerS) ?? [];
   if (a.length && b.length) process.stdout.write(`median decode tok/s: ${layouts[0][0]} ${med(a).toFixed(1)}, ${layouts[1][0]} ${med(b).toFixed(1)} (ratio ${(med(b) / med(a)).toFixed(2)})\n`);
