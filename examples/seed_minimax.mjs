@@ -1,6 +1,8 @@
 // The MiniMax-M2.7 recipe page's Python examples (simple completion, streaming with thinking, tool calling, tool
-// result round trip), translated to the openai npm client. Against the embedded demo model:
-//   npm start -- --tool-call-parser minimax-m2 --reasoning-parser minimax-append-think
+// result round trip), translated to the openai npm client. Against the MiniMax-M2 demo model (the embedded default
+// is still the random-weight model, which never closes its think section nor calls a tool):
+//   node bin/tsglang.js make-tiny --preset demo --arch minimax-m2 --out /tmp/demo-minimax
+//   node bin/tsglang.js serve --model-path /tmp/demo-minimax --tool-call-parser minimax-m2 --reasoning-parser minimax-append-think
 //   node examples/seed_minimax.mjs [base_url]
 import OpenAI from 'openai';
 

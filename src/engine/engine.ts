@@ -73,6 +73,14 @@ function errorFromKind(kind: string, message: string, param: string | null): Tsg
   }
 }
 
+/** The one output of a request aborted before it reached the scheduler (SGLang's "Abort in waiting queue"). */
+function abortedInQueue(rid: string): GenerateOutput {
+  return {
+    rid, index: 0, text: '', outputIds: [], finished: true, finishReason: { type: 'abort', message: 'Abort in waiting queue' },
+    promptTokens: 0, completionTokens: 0, cachedTokens: 0, numRetractions: 0,
+  };
+}
+
 /** The serving engine. */
 export class Engine implements EngineApi {
   readonly info: EngineInfo;
@@ -184,9 +192,15 @@ export class Engine implements EngineApi {
     signal?.addEventListener('abort', onEarlyAbort, { once: true });
     if (signal?.aborted) prep.tokenizing.abort();
     this.preparing.set(req.rid, prep);
-    let prepared: PreparedRequest;
+    let prepared: PreparedRequest | null = null;
     try {
-      prepared = await this.tm.prepare(req, nowMs, prep.tokenizing.signal);
+      try {
+        prepared = await this.tm.prepare(req, nowMs, prep.tokenizing.signal);
+      } catch (e) {
+        // abortAll (shutdown, abort_all) stopped its tokenization: it ends now, answered as aborted in the queue
+        if (!(prep.abortRequested && prep.tokenizing.signal.aborted && !signal?.aborted)) throw e;
+      }
+      if (prepared === null) return yield abortedInQueue(req.rid);
       const dead = this.dead as Error | null; // the core may have died while this request was being tokenized
       if (dead) throw new InternalError(`engine is down: ${dead.message}`);
       if (prepared.choices.length > 1 && !this.info.disableRadixCache && !prep.abortRequested && !signal?.aborted && !req.bootstrap) {
@@ -320,8 +334,15 @@ export class Engine implements EngineApi {
     for (const r of g.internalRids) if (this.choices.has(r)) this.transport.send({ type: 'abort', rid: r });
   }
 
+  /**
+   * Aborts every request (SGLang abort_all): those running or queued in the core end with finish_reason abort; those
+   * still being tokenized stop tokenizing and end at once the same way (so a shutdown never waits on a long prompt).
+   */
   abortAll(): void {
-    for (const p of this.preparing.values()) p.abortRequested = true;
+    for (const p of this.preparing.values()) {
+      p.abortRequested = true;
+      p.tokenizing.abort();
+    }
     this.transport.send({ type: 'abort_all' });
   }
 

@@ -205,7 +205,7 @@ function rawRequest(port: number, agent: Agent, path: string, body: unknown): Pr
   });
 }
 
-test('SIGTERM: new requests on kept-alive connections get 503 + Connection: close; every accepted stream ends with [DONE]', async () => {
+test('SIGTERM: new requests on kept-alive connections get 503 + Connection: close; every accepted stream ends with [DONE]; a prompt being tokenized is answered as aborted', async () => {
   const s = await startServer();
   try {
     const agent = new Agent({ keepAlive: true, maxSockets: 16 });
@@ -215,6 +215,11 @@ test('SIGTERM: new requests on kept-alive connections get 503 + Connection: clos
     const streams = Array.from({ length: 6 }, (_, i) => rawRequest(s.port, agent, '/v1/chat/completions', {
       model: 'm', messages: [{ role: 'user', content: `stream ${i}` }], max_tokens: 3000, ignore_eos: true, stream: true,
     }));
+    // a long prompt still being tokenized when the signal comes (a 520 K-letter word: seconds of BPE): answered at
+    // once as aborted in the queue, never cut
+    let x = 1;
+    const word = Array.from({ length: 520_000 }, () => 'abcdefghij'[(x = (x * 48271) % 2147483647) % 10]).join('');
+    const tokenizing = rawRequest(s.port, agent, '/generate', { text: word, sampling_params: { max_new_tokens: 2 } });
     await new Promise((r) => setTimeout(r, 1500));
     s.child.kill('SIGTERM');
     // as each stream ends, its kept-alive socket is free again: a new request goes out on it at once (the case that
@@ -234,6 +239,9 @@ test('SIGTERM: new requests on kept-alive connections get 503 + Connection: clos
       assert.deepEqual(JSON.parse(r.text), { object: 'error', message: 'The server is shutting down.', type: 'ServiceUnavailableError', param: null, code: 503 });
     }
     assert.ok(refused >= 1, JSON.stringify(lateAnswers));
+    const t = await tokenizing;
+    assert.equal(t.status, 200, t.text.slice(0, 300));
+    assert.deepEqual(JSON.parse(t.text).meta_info.finish_reason, { type: 'abort', message: 'Abort in waiting queue' });
     const done = await Promise.all(streams);
     for (const d of done) {
       assert.equal(d.status, 200);
