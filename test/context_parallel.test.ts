@@ -13,6 +13,7 @@ import { ContextParallel, contextParallelGroups, cpStats, SimpleBatchContext } f
 import { KVPool } from '../src/mem_cache/index.js';
 import { loadModel } from '../src/models/index.js';
 import { FIXTURES_DIR, NEEDS_SHARED, SHARED_MISSING } from './helpers/paths.js';
+import { argmaxAt as argmax, relDiff } from './helpers/golden.js';
 
 const MODEL = join(FIXTURES_DIR, 'tiny-deepseek-v32');
 interface Golden { prompts: { tokens: number[]; greedy: { tokens: number[] } }[] }
@@ -37,22 +38,6 @@ function run(m: ForwardModel, prompts: readonly number[][], steps: number): { al
     greedy.forEach((g, i) => g.push(argmax(out.logits.subarray(i * V, (i + 1) * V))));
   }
   return { all, greedy };
-}
-
-function argmax(x: ArrayLike<number>): number {
-  let best = 0;
-  for (let i = 1; i < x.length; i++) if (x[i] > x[best]) best = i;
-  return best;
-}
-
-function relDiff(a: Float32Array, b: Float32Array): number {
-  let d = 0;
-  let m = 0;
-  for (let i = 0; i < b.length; i++) {
-    d = Math.max(d, Math.abs(a[i] - b[i]));
-    m = Math.max(m, Math.abs(b[i]));
-  }
-  return d / m;
 }
 
 test('prefill CP interleave (cp 2, cp 4, cp 2 × attn_tp 2): every position\'s logits equal tp 1 (1e-4), greedy = goldens; non-multiples fall back', NEEDS_SHARED, () => {

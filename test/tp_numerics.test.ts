@@ -13,6 +13,7 @@ import { SimpleBatchContext } from '../src/layers/index.js';
 import { KVPool } from '../src/mem_cache/index.js';
 import { loadModel } from '../src/models/index.js';
 import { FIXTURES_DIR, NEEDS_SHARED } from './helpers/paths.js';
+import { argmaxAt as argmax, relDiff } from './helpers/golden.js';
 
 interface Prompt { tokens: number[]; greedy?: { tokens: number[] } }
 
@@ -30,23 +31,6 @@ function runBatched(m: ForwardModel, prompts: readonly number[][], steps: number
     if (s + 1 < steps) out = m.forward(ctx.makeBatch(next.map((t, i) => ({ req: reqs[i], inputIds: [t] }))));
   }
   return { last, greedy };
-}
-
-function argmax(x: ArrayLike<number>): number {
-  let best = 0;
-  for (let i = 1; i < x.length; i++) if (x[i] > x[best]) best = i;
-  return best;
-}
-
-/** max |a−b| / max |b|. */
-function relDiff(a: Float32Array, b: Float32Array): number {
-  let d = 0;
-  let m = 0;
-  for (let i = 0; i < b.length; i++) {
-    d = Math.max(d, Math.abs(a[i] - b[i]));
-    m = Math.max(m, Math.abs(b[i]));
-  }
-  return d / m;
 }
 
 function launch(dir: string, tp: number, ep: number, overrides: Record<string, unknown> = {}): ForwardModel {

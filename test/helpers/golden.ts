@@ -70,3 +70,14 @@ export function argmaxAt(x: ArrayLike<number>, off = 0, n = x.length - off): num
   for (let i = 1; i < n; i++) if (x[off + i] > x[off + best]) best = i;
   return best;
 }
+
+/** max_i |a[i] − b[i]| / max_i |b[i]|: the relative error of `a` against the reference `b` (same length). */
+export function relDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let d = 0;
+  let m = 0;
+  for (let i = 0; i < b.length; i++) {
+    d = Math.max(d, Math.abs(a[i] - b[i]));
+    m = Math.max(m, Math.abs(b[i]));
+  }
+  return d / m;
+}
