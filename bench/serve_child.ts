@@ -1,6 +1,6 @@
-// Helpers of the reliability benches (soak_bench.ts, reliability_bench.ts): `tsglang serve` as a child process on a
-// free loopback port (the embedded default model unless flags say otherwise), its RSS from /proc, and a bounded
-// request pool. Figures only; nothing here asserts.
+// Helpers of the reliability benches (soak_bench.ts, reliability_bench.ts) and of the e2e tests: `tsglang serve` as a
+// child process on a free loopback port (the embedded default model unless flags say otherwise), its RSS from /proc,
+// and a bounded request pool. Nothing here asserts.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -13,6 +13,8 @@ export interface ServeChild {
   readonly base: string;
   /** Everything it wrote to stderr so far. */
   stderr(): string;
+  /** Its exit code (null when a signal ended it). */
+  readonly exited: Promise<number | null>;
 }
 
 /** A free TCP port on 127.0.0.1. */
@@ -28,23 +30,28 @@ export function freePort(): Promise<number> {
 }
 
 /**
- * Starts `tsglang serve --port P ...flags` and waits for its ready line.
- * @throws Error with its stderr when it exits or is not ready within `startMs`
+ * Starts `tsglang serve --port P ...flags` (with `env`) and waits for its ready line.
+ * @param startMs how long it may take to be ready, ms
+ * @throws Error with its stderr when it exits or is not ready within `startMs` (it is then killed)
  */
-export async function startServe(flags: readonly string[], startMs = 300_000): Promise<ServeChild> {
+export async function startServe(flags: readonly string[], startMs = 300_000, env: NodeJS.ProcessEnv = process.env): Promise<ServeChild> {
   const port = await freePort();
   const bin = fileURLToPath(new URL('../../bin/tsglang.js', import.meta.url));
-  const child = spawn(process.execPath, [bin, 'serve', '--port', String(port), ...flags], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(process.execPath, [bin, 'serve', '--port', String(port), ...flags], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
   let err = '';
   child.stderr!.setEncoding('utf8');
   child.stderr!.on('data', (d: string) => { err += d; if (err.length > 4_000_000) err = err.slice(-1_000_000); });
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server not ready in ${startMs} ms:\n${err.slice(-4000)}`)), startMs);
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`server not ready in ${startMs} ms:\n${err.slice(-4000)}`));
+    }, startMs);
     const onData = (): void => { if (err.includes('The server is fired up and ready to roll!')) { clearTimeout(timer); child.stderr!.off('data', onData); resolve(); } };
     child.stderr!.on('data', onData);
-    child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`server exited with ${code}:\n${err.slice(-4000)}`)); });
+    void exited.then((code) => { clearTimeout(timer); reject(new Error(`server exited with ${code}:\n${err.slice(-4000)}`)); });
   });
-  return { child, port, base: `http://127.0.0.1:${port}`, stderr: () => err };
+  return { child, port, base: `http://127.0.0.1:${port}`, stderr: () => err, exited };
 }
 
 /** Stops a server child with SIGTERM (SIGKILL after `ms`) and resolves with its exit code. */

@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { bootstrapNodes, parseDistInitAddr } from '../src/distributed/index.js';
 import type { NodeBootstrap, NodeBootstrapOptions } from '../src/distributed/index.js';
-import { freePort } from './helpers/serve_proc.js';
+import { freePort } from '../bench/serve_child.js';
 
 function opts(port: number, nodeRank: number, more: Partial<NodeBootstrapOptions> = {}): NodeBootstrapOptions {
   return { nnodes: 2, nodeRank, distInitAddr: `127.0.0.1:${port}`, timeoutMs: 3000, ranksPerNode: 2, fingerprint: 'tp=4 ep=1', ...more };

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { loadGlooAddon } from '../../src/distributed/index.js';
 import { createNetnsPair } from '../helpers/netns.js';
 import { TSGLANG_BIN } from '../helpers/paths.js';
-import { freePort } from '../helpers/serve_proc.js';
+import { freePort } from '../../bench/serve_child.js';
 
 const gloo = loadGlooAddon();
 const skipGloo = gloo.addon ? false : `Gloo unavailable: ${gloo.reason}`;

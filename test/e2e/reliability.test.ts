@@ -13,7 +13,7 @@ import { mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { TSGLANG_BIN } from '../helpers/paths.js';
-import { freePort } from '../helpers/serve_proc.js';
+import { freePort } from '../../bench/serve_child.js';
 
 const HOME = join(tmpdir(), 'tsglang-e2e-home');
 

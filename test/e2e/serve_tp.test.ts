@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Engine } from '../../src/engine/index.js';
 import { TSGLANG_BIN } from '../helpers/paths.js';
-import { freePort } from '../helpers/serve_proc.js';
+import { freePort } from '../../bench/serve_child.js';
 
 const HOME = join(tmpdir(), 'tsglang-e2e-home');
 const MODEL_DIR = join(HOME, '.cache', 'tsglang', 'tiny-minimax-m2-v3');

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startServe } from '../helpers/serve_proc.js';
+import { startServe, type ServeChild } from '../../bench/serve_child.js';
 
 const HOME = join(tmpdir(), 'tsglang-e2e-home');
 const ENV = { ...process.env, HOME, TSGLANG_CACHE_DIR: join(HOME, '.cache', 'tsglang') };
@@ -14,7 +14,7 @@ const LONG = JSON.stringify({ text: 'hi', sampling_params: { max_new_tokens: 400
 const post = (base: string, body: string) => fetch(`${base}/generate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
 
 /** Resolves with the exit code, or rejects when the process is still alive after `ms` (then kills it). */
-async function exitWithin(s: Awaited<ReturnType<typeof startServe>>, ms: number): Promise<number | null> {
+async function exitWithin(s: ServeChild, ms: number): Promise<number | null> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => (timer = setTimeout(() => {
     s.child.kill('SIGKILL');
@@ -29,7 +29,7 @@ async function exitWithin(s: Awaited<ReturnType<typeof startServe>>, ms: number)
 
 test('--tp 4: SIGTERM with a request decoding answers it (finish_reason abort) and every rank exits (code 0)', async () => {
   mkdirSync(HOME, { recursive: true });
-  const s = await startServe(['--tp', '4'], ENV);
+  const s = await startServe(['--tp', '4'], 300_000, ENV);
   const inFlight = post(s.base, LONG);
   // let it reach decode, then stop the server
   for (let t = 0; t < 200 && !/Decode batch|#running-req: 1/.test(s.stderr()); t++) await new Promise((r) => setTimeout(r, 50));
@@ -45,7 +45,7 @@ test('--tp 4: SIGTERM with a request decoding answers it (finish_reason abort) a
 test('--tp 4: a rank thread that dies mid-request → that request gets a 500 naming the rank, the server exits 1', async () => {
   mkdirSync(HOME, { recursive: true });
   // rank 2 exits abruptly at its 40th step (after the warm-up's, during the request below)
-  const s = await startServe(['--tp', '4'], { ...ENV, TSGLANG_TEST_RANK_EXIT: '2:40' });
+  const s = await startServe(['--tp', '4'], 300_000, { ...ENV, TSGLANG_TEST_RANK_EXIT: '2:40' });
   const r = await post(s.base, LONG);
   assert.equal(r.status, 500);
   const body = (await r.json()) as { error: { message: string } };

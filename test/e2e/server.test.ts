@@ -12,7 +12,7 @@ import { TSGLANG_BIN } from '../helpers/paths.js';
 import { loadTokenizer, ChatPromptBuilder } from '../../src/tokenizer/index.js';
 import type { Tokenizer } from '../../src/tokenizer/index.js';
 import { iterateSseData } from '../../src/protocol/index.js';
-import { freePort } from '../helpers/serve_proc.js';
+import { freePort } from '../../bench/serve_child.js';
 
 // A stable HOME so the embedded model is generated once per machine, not once per run (content is deterministic).
 const HOME = join(tmpdir(), 'tsglang-e2e-home');
