@@ -10,6 +10,7 @@ import { layoutFingerprint, payloadBytesPerToken, scatterKv } from './kv_pages.j
 import { KVPoll, type DisaggEnv } from './kv_poll.js';
 import { TcpDecodeKVManager, type TcpKVReceiver } from './tcp_transfer.js';
 import type { UcxAddon } from './ucx_addon.js';
+import { PollTimer } from './poll_timer.js';
 
 interface Entry {
   readonly req: Req;
@@ -67,7 +68,8 @@ export class DecodeLoop {
   private readonly kvm: TcpDecodeKVManager;
   readonly stats: DecodeStats = { numPreallocQueueReqs: 0, numTransferQueueReqs: 0, transfers: 0, failedTransfers: 0, bytesReceived: 0, tokensReceived: 0, ucxTransfers: 0 };
   private readonly layout: string;
-  private timer: NodeJS.Timeout | null = null;
+  /** Timeouts and memory that frees up are noticed by polling (transfer events kick the loop themselves). */
+  private readonly pollTimer = new PollTimer(20, () => this.entries.size > 0, () => this.kick());
 
   /**
    * @param ucx the UCX addon for the `ucx` backend (null: `tcp`)
@@ -97,7 +99,7 @@ export class DecodeLoop {
       return;
     }
     this.lookup(b.host, b.port);
-    this.ensureTimer();
+    this.pollTimer.ensure();
   }
 
   /** Starts looking up a prefill server's transfer endpoint, unless known or under way. */
@@ -231,21 +233,8 @@ export class DecodeLoop {
     return this.entries.size > 0;
   }
 
-  private ensureTimer(): void {
-    if (this.timer) return;
-    // timeouts and memory that frees up are noticed by polling (transfer events kick the loop themselves)
-    this.timer = setInterval(() => {
-      if (this.entries.size === 0) {
-        clearInterval(this.timer!);
-        this.timer = null;
-        return;
-      }
-      this.kick();
-    }, 20);
-  }
-
   close(): void {
-    if (this.timer) clearInterval(this.timer);
+    this.pollTimer.stop();
     this.kvm.close();
   }
 }

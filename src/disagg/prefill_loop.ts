@@ -13,6 +13,7 @@ import { gatherKv, layoutFingerprint } from './kv_pages.js';
 import { KVPoll, type DisaggEnv } from './kv_poll.js';
 import { TcpPrefillKVManager, type AuxData, type TcpKVSender } from './tcp_transfer.js';
 import type { UcxAddon } from './ucx_addon.js';
+import { PollTimer } from './poll_timer.js';
 
 interface Entry {
   readonly rid: string;
@@ -41,7 +42,8 @@ export interface PrefillStats {
 export class PrefillLoop {
   private readonly entries = new Map<string, Entry>();
   readonly stats: PrefillStats = { numBootstrapQueueReqs: 0, numInflightQueueReqs: 0, transfers: 0, failedTransfers: 0, bytesSent: 0, tokensSent: 0, ucxTransfers: 0 };
-  private timer: NodeJS.Timeout | null = null;
+  /** Socket events wake the loop themselves; this timer notices the bootstrap timeout. */
+  private readonly pollTimer = new PollTimer(50, () => this.entries.size > 0, () => this.kick());
 
   private constructor(
     private readonly scheduler: Scheduler,
@@ -81,7 +83,7 @@ export class PrefillLoop {
     if (!t.bootstrap) return t;
     const sender = this.kvm.createSender(t.bootstrap.room);
     this.entries.set(t.rid, { rid: t.rid, room: t.bootstrap.room, sender, createdMs: Date.now(), pending: null, held: null });
-    this.ensureTimer();
+    this.pollTimer.ensure();
     return { ...t, params: { ...t.params, maxNewTokens: Math.min(1, t.params.maxNewTokens ?? 1) } };
   }
 
@@ -174,22 +176,9 @@ export class PrefillLoop {
     return this.entries.size > 0;
   }
 
-  private ensureTimer(): void {
-    if (this.timer) return;
-    // socket events wake the loop themselves; this timer notices the bootstrap timeout
-    this.timer = setInterval(() => {
-      if (this.entries.size === 0) {
-        clearInterval(this.timer!);
-        this.timer = null;
-        return;
-      }
-      this.kick();
-    }, 50);
-  }
-
   /** Stops the servers. */
   async close(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
+    this.pollTimer.stop();
     await this.kvm.close();
     await this.bootstrap.close();
   }
