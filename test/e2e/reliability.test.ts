@@ -129,8 +129,10 @@ test('a slow 200 KB one-word prompt does not hold up small prompts: they are tok
 
 test('/abort_request during tokenization: the request answers 200 with finish_reason abort (never 499)', async () => {
   // one 32,000-letter word: ~0.5 s of BPE on the tokenizer worker, 4000 tokens (fits the 4096 context)
+  // An attempt whose abort lands after the tokenizer finished (a loaded machine) says nothing about tokenization:
+  // it must still end well ('Abort in running' or done), and the next attempt tries again.
   let aborted = 0;
-  for (let attempt = 0; attempt < 3 && aborted === 0; attempt++) {
+  for (let attempt = 0; attempt < 5 && aborted === 0; attempt++) {
     const rid = `slow-${attempt}`;
     const pending = post('/generate', { rid, text: 'x'.repeat(32_000), sampling_params: { max_new_tokens: 2, temperature: 0 } });
     await new Promise((r) => setTimeout(r, 100));
@@ -139,15 +141,15 @@ test('/abort_request during tokenization: the request answers 200 with finish_re
     const r = await pending;
     assert.equal(r.status, 200, `status ${r.status}: ${await r.clone().text()}`);
     const body = await r.json() as { output_ids: number[]; meta_info: { finish_reason: { type: string; message?: string } } };
-    if (body.meta_info.finish_reason.type === 'abort') {
+    const fr = body.meta_info.finish_reason;
+    if (fr.type === 'abort' && fr.message === 'Abort in waiting queue') {
       aborted++;
-      // still tokenizing or queued: 'Abort in waiting queue'; on a loaded machine the prompt may have reached its
-      // prefill by the time the abort lands: 'Abort in running' (SGLang's two messages), before its second token
-      assert.match(body.meta_info.finish_reason.message ?? '', /^Abort in (waiting queue|running)$/);
-      assert.ok(body.output_ids.length < 2, `aborted before the end: ${body.output_ids.length} tokens`);
-    }
+      assert.deepEqual(fr, { type: 'abort', message: 'Abort in waiting queue' });
+      assert.deepEqual(body.output_ids, []);
+    } else if (fr.type === 'abort') assert.equal(fr.message, 'Abort in running');
+    else assert.equal(fr.type, 'length');
   }
-  assert.equal(aborted, 1);
+  assert.equal(aborted, 1, 'one abort landed while the prompt was being tokenized');
 });
 
 test('OpenAI routes compare the Content-Type\'s media type (SGLang validate_json_request)', async () => {
