@@ -1,6 +1,9 @@
 // `tsglang router [flags]` (= `python -m sglang_router.launch_router`): SGLang's router in regular mode
 // (--worker-urls) or PD mode (--pd-disaggregation --prefill URL [BOOTSTRAP_PORT] --decode URL). Runs until
-// SIGINT/SIGTERM. Logs go to stderr.
+// SIGINT/SIGTERM, then lets requests in flight finish for up to --shutdown-grace-period-secs. Logs go to stderr, and
+// to <--log-dir>/sgl-router.log when given.
+import { appendFileSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { InvalidRequestError, Logger, type LogLevel } from '../common/index.js';
 import { parseRouterArgs, routerHelp, startRouter } from '../router/index.js';
 
@@ -23,8 +26,14 @@ export async function run(argv: string[]): Promise<number> {
     process.stdout.write(routerHelp());
     return 0;
   }
-  const level = (['debug', 'info', 'warning', 'error'].includes(args.logLevel) ? args.logLevel : 'info') as LogLevel;
-  const logger = new Logger(level, '[router]');
+  const level: LogLevel = args.logLevel === 'warn' ? 'warning' : args.logLevel;
+  let write = (line: string): void => { process.stderr.write(line); };
+  if (args.logDir !== null) {
+    mkdirSync(args.logDir, { recursive: true });
+    const file = join(args.logDir, 'sgl-router.log');
+    write = (line) => { process.stderr.write(line); appendFileSync(file, line); };
+  }
+  const logger = new Logger(level, '[router]', write);
   let router;
   try {
     router = await startRouter(args, logger);
@@ -36,7 +45,7 @@ export async function run(argv: string[]): Promise<number> {
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);
   });
-  logger.info('shutting down');
-  await router.close();
+  logger.info(`shutting down (waiting up to ${args.shutdownGracePeriodSecs} s for requests in flight)`);
+  await router.close(args.shutdownGracePeriodSecs * 1000);
   return 0;
 }

@@ -68,7 +68,7 @@ export function readBody(res: http.IncomingMessage, limit = Infinity): Promise<B
 }
 
 /** HTTP reason phrases of the statuses the router answers with itself. */
-const REASON: Record<number, string> = {
+export const REASON: Record<number, string> = {
   400: 'Bad Request', 401: 'Unauthorized', 404: 'Not Found', 405: 'Method Not Allowed', 408: 'Request Timeout', 413: 'Payload Too Large',
   429: 'Too Many Requests', 500: 'Internal Server Error', 502: 'Bad Gateway', 503: 'Service Unavailable', 504: 'Gateway Timeout',
 };

@@ -1,6 +1,6 @@
 // What the router reads from and writes into a generation request body: the routing text (cache_aware), the
 // number of sequences it makes, the PD bootstrap fields (serving-spec.md §5.2, sgl-router routers/http/pd_router.rs),
-// and the merge of the prefill worker's prompt logprobs into the decode worker's answer.
+// and whether the prefill worker's logprobs are merged into the answer (logprob_merge.ts).
 import { randomInt } from 'node:crypto';
 
 /** Generation routes the router balances (the others are passed through). */
@@ -64,65 +64,13 @@ export function injectBootstrap(path: string, body: Body, host: string, port: nu
   };
 }
 
-/** True when the client asked for logprobs (the prefill side's prompt logprobs are then merged in). */
+/**
+ * True when the prefill side's answer carries logprobs the decode side's lacks, so the router merges them: /generate
+ * with return_logprob (prompt logprobs), /v1/completions with echo and logprobs > 0 (the echoed prompt's logprobs).
+ * Chat logprobs cover the output only, which the decode side has (the first token's arrive with the KV).
+ */
 export function wantsLogprob(path: string, body: Body): boolean {
-  return path === '/generate' ? body['return_logprob'] === true : false;
-}
-
-/**
- * Prepends the prefill answer's meta_info.input_token_logprobs to the decode answer's (SGLang mini_lb does this for
- * /generate with return_logprob); a batch answer is merged element by element. Unparseable bodies are left as is.
- */
-export function mergePrefillLogprobs(prefill: unknown, decode: unknown): unknown {
-  if (Array.isArray(decode) && Array.isArray(prefill)) return decode.map((d, i) => mergePrefillLogprobs(prefill[i], d));
-  const pm = (prefill as Body | null)?.['meta_info'] as Body | undefined;
-  const dm = (decode as Body | null)?.['meta_info'] as Body | undefined;
-  if (!pm || !dm) return decode;
-  const merged: Body = { ...dm };
-  for (const key of ['input_token_logprobs', 'input_top_logprobs']) {
-    if (Array.isArray(pm[key])) merged[key] = [...(pm[key] as unknown[]), ...(Array.isArray(dm[key]) ? (dm[key] as unknown[]) : [])];
-  }
-  return { ...(decode as Body), meta_info: merged };
-}
-
-/** The SSE `data:` payloads of a stream (without `[DONE]`), parsed; unparseable ones are skipped. */
-function sseEvents(text: string): Body[] {
-  const out: Body[] = [];
-  for (const line of text.split('\n')) {
-    if (!line.startsWith('data: ') || line === 'data: [DONE]') continue;
-    try {
-      out.push(JSON.parse(line.slice(6)) as Body);
-    } catch { /* not JSON */ }
-  }
-  return out;
-}
-
-/**
- * Streaming /generate with return_logprob: rewrites the decode stream so that each event of a sequence (by `index`)
- * carries the prefill stream's prompt logprobs (the decode server has none; tsglang's stream events repeat them as
- * SGLang's cumulative meta_info does). @returns a function from one decode SSE event block (text up to a blank line) to its rewritten text
- */
-export function streamLogprobMerger(prefillSse: string): (event: string) => string {
-  const fromPrefill = new Map<number, Body>();
-  for (const e of sseEvents(prefillSse)) {
-    const idx = typeof e['index'] === 'number' ? (e['index'] as number) : 0;
-    const m = e['meta_info'] as Body | undefined;
-    if (m && !fromPrefill.has(idx) && Array.isArray(m['input_token_logprobs']) && (m['input_token_logprobs'] as unknown[]).length > 0) fromPrefill.set(idx, e);
-  }
-  return (event: string) => {
-    const m = /^data: (\{.*\})\s*$/s.exec(event.trim());
-    if (!m) return event;
-    let d: Body;
-    try {
-      d = JSON.parse(m[1]) as Body;
-    } catch {
-      return event;
-    }
-    const idx = typeof d['index'] === 'number' ? (d['index'] as number) : 0;
-    const p = fromPrefill.get(idx);
-    const dm = d['meta_info'] as Body | undefined;
-    // events that carry prompt logprobs of their own (none from a decode server) are left alone
-    if (!p || !dm || (Array.isArray(dm['input_token_logprobs']) && (dm['input_token_logprobs'] as unknown[]).length > 0)) return event;
-    return `data: ${JSON.stringify(mergePrefillLogprobs(p, d))}\n\n`;
-  };
+  if (path === '/generate') return body['return_logprob'] === true;
+  if (path === '/v1/completions') return body['echo'] === true && typeof body['logprobs'] === 'number' && (body['logprobs'] as number) > 0;
+  return false;
 }

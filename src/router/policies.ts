@@ -1,11 +1,23 @@
-// Load-balancing policies of the router (sgl-router src/policies/: random.rs, round_robin.rs, power_of_two.rs,
-// cache_aware.rs; serving-spec.md §6.2). A policy picks one of the available workers for a request's text.
+// Load-balancing policies of the router (sgl-model-gateway src/policies/: random.rs, round_robin.rs, power_of_two.rs,
+// cache_aware.rs; serving-spec.md §6.2). A policy picks one of the available workers for a request; manual.rs and
+// bucket.rs are in manual_policy.ts and bucket_policy.ts.
+import { BucketPolicy } from './bucket_policy.js';
+import { ManualPolicy, type AssignmentMode } from './manual_policy.js';
 import { ApproxRadixTree } from './radix_tree.js';
+import { PREFILL_POLICY_CHOICES } from './router_flags.js';
 import type { Worker } from './worker.js';
 
-/** Policy names (--policy / --prefill-policy / --decode-policy). */
-export const POLICY_NAMES = ['random', 'round_robin', 'cache_aware', 'power_of_two'] as const;
+/** Policy names (--policy / --decode-policy; `bucket` is a --prefill-policy only). */
+export const POLICY_NAMES = PREFILL_POLICY_CHOICES;
 export type PolicyName = (typeof POLICY_NAMES)[number];
+
+/** What a policy sees of a request. */
+export interface SelectInfo {
+  /** Prompt text or messages' text ('' when the request has token ids only). */
+  readonly text: string;
+  /** The x-smg-routing-key header, or null. */
+  readonly routingKey: string | null;
+}
 
 /** What a policy decided (metrics: cache hits/misses, load-balancing events). */
 export interface PolicyDecision {
@@ -18,11 +30,12 @@ export interface PolicyDecision {
 export interface LoadBalancingPolicy {
   readonly name: PolicyName;
   /**
-   * Picks a worker among `workers` (already filtered to the available ones) for a request whose routing text is
-   * `text` (prompt text or messages; '' when none). @returns null when `workers` is empty
+   * Picks a worker among `workers` (already filtered to the available ones). @returns null when `workers` is empty
    */
-  select(workers: readonly Worker[], text: string): PolicyDecision | null;
-  /** Stops background work (cache_aware's eviction timer). */
+  select(workers: readonly Worker[], info: SelectInfo): PolicyDecision | null;
+  /** Forgets a worker that was removed (cache_aware: its tree entries; manual: nothing, keys fail over). */
+  removeWorker?(url: string): void;
+  /** Stops background work (eviction timers). */
   close?(): void;
 }
 
@@ -55,10 +68,21 @@ export class RoundRobinPolicy implements LoadBalancingPolicy {
   }
 }
 
-/** Two distinct random workers; the one with fewer in-flight requests wins (ties: the first drawn). */
+/**
+ * Two distinct random workers; the lighter wins (ties: the first drawn). Load is the workers' own token load
+ * (`/get_load` num_tokens, polled by the load monitor) when both have one, else the router's in-flight counts for
+ * both (power_of_two.rs: mixed metrics are never compared).
+ */
 export class PowerOfTwoPolicy implements LoadBalancingPolicy {
   readonly name = 'power_of_two' as const;
+  private cached = new Map<string, number>();
   constructor(private readonly rand: () => number = Math.random) {}
+
+  /** Replaces the monitored token loads (url → tokens). */
+  updateLoads(loads: ReadonlyMap<string, number>): void {
+    this.cached = new Map(loads);
+  }
+
   select(workers: readonly Worker[]): PolicyDecision | null {
     if (workers.length === 0) return null;
     if (workers.length === 1) return { worker: workers[0] };
@@ -67,7 +91,10 @@ export class PowerOfTwoPolicy implements LoadBalancingPolicy {
     if (j >= i) j++;
     const a = workers[i];
     const b = workers[j];
-    return { worker: b.load < a.load ? b : a };
+    const ta = this.cached.get(a.url);
+    const tb = this.cached.get(b.url);
+    const [la, lb] = ta !== undefined && tb !== undefined ? [ta, tb] : [a.load, b.load];
+    return { worker: la <= lb ? a : b };
   }
 }
 
@@ -87,8 +114,9 @@ export class CacheAwarePolicy implements LoadBalancingPolicy {
     this.timer?.unref();
   }
 
-  select(workers: readonly Worker[], text: string): PolicyDecision | null {
+  select(workers: readonly Worker[], info: SelectInfo): PolicyDecision | null {
     if (workers.length === 0) return null;
+    const text = info.text;
     for (const w of workers) this.tree.addTenant(w.url);
     let min = Infinity;
     let max = -Infinity;
@@ -117,17 +145,30 @@ export class CacheAwarePolicy implements LoadBalancingPolicy {
     return { worker, cacheHit: hit };
   }
 
+  removeWorker(url: string): void {
+    this.tree.removeTenant(url);
+  }
+
   close(): void {
     if (this.timer) clearInterval(this.timer);
   }
 }
 
+/** Settings of every policy (the --cache-*, --balance-*, --eviction-*, --max-*, --assignment-mode, --bucket-* flags). */
+export interface PolicyConfig extends CacheAwareConfig {
+  readonly maxIdleSecs: number;
+  readonly assignmentMode: AssignmentMode;
+  readonly bucketAdjustIntervalSecs: number;
+}
+
 /** A policy by name. */
-export function createPolicy(name: PolicyName, ca: CacheAwareConfig): LoadBalancingPolicy {
+export function createPolicy(name: PolicyName, cfg: PolicyConfig): LoadBalancingPolicy {
   switch (name) {
     case 'random': return new RandomPolicy();
     case 'round_robin': return new RoundRobinPolicy();
     case 'power_of_two': return new PowerOfTwoPolicy();
-    case 'cache_aware': return new CacheAwarePolicy(ca);
+    case 'cache_aware': return new CacheAwarePolicy(cfg);
+    case 'manual': return new ManualPolicy({ evictionIntervalSecs: cfg.evictionIntervalSecs, maxIdleSecs: cfg.maxIdleSecs, assignmentMode: cfg.assignmentMode });
+    case 'bucket': return new BucketPolicy({ balanceAbsThreshold: cfg.balanceAbsThreshold, balanceRelThreshold: cfg.balanceRelThreshold, adjustIntervalSecs: cfg.bucketAdjustIntervalSecs });
   }
 }

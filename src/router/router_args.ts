@@ -1,10 +1,11 @@
-// `tsglang router` flags: sglang_router.launch_router's names and defaults (sglang_router/router_args.py;
-// serving-spec.md §6.1), parsed as argparse does (--flag value, --flag=value, unique prefixes, nargs lists) plus the
-// router's repeated `--prefill URL [BOOTSTRAP_PORT|none]` and `--decode URL`.
+// `tsglang router` flags parsed as sglang_router.launch_router's argparse does (--flag value, --flag=value, unique
+// prefixes, nargs lists, underscores accepted for dashes) plus its repeated `--prefill URL [BOOTSTRAP_PORT|none]` and
+// `--decode URL`; `--help` prints the flag table of router_flags.ts by argument group.
 import { InvalidRequestError } from '../common/index.js';
-import { POLICY_NAMES, type PolicyName } from './policies.js';
+import { FLAGS, GROUPS, type FlagSpec } from './router_flags.js';
+import type { PolicyName } from './policies.js';
 
-/** The router's configuration. */
+/** The router's configuration (camelCase of the flag names). */
 export interface RouterArgs {
   host: string;
   port: number;
@@ -19,13 +20,29 @@ export interface RouterArgs {
   cacheThreshold: number;
   balanceAbsThreshold: number;
   balanceRelThreshold: number;
+  bucketAdjustIntervalSecs: number;
   evictionIntervalSecs: number;
   maxTreeSize: number;
+  maxIdleSecs: number;
+  assignmentMode: 'random' | 'min_load' | 'min_group';
   maxPayloadSize: number;
+  dpAware: boolean;
   apiKey: string | null;
   workerStartupTimeoutSecs: number;
   workerStartupCheckInterval: number;
+  logDir: string | null;
+  logLevel: 'debug' | 'info' | 'warn' | 'error';
+  prometheusHost: string;
+  prometheusPort: number;
+  prometheusDurationBuckets: number[] | null;
+  requestIdHeaders: string[];
   requestTimeoutSecs: number;
+  shutdownGracePeriodSecs: number;
+  corsAllowedOrigins: string[];
+  maxConcurrentRequests: number;
+  queueSize: number;
+  queueTimeoutSecs: number;
+  rateLimitTokensPerSecond: number | null;
   retryMaxRetries: number;
   retryInitialBackoffMs: number;
   retryMaxBackoffMs: number;
@@ -42,89 +59,92 @@ export interface RouterArgs {
   healthCheckTimeoutSecs: number;
   healthCheckIntervalSecs: number;
   healthCheckEndpoint: string;
-  prometheusHost: string;
-  prometheusPort: number;
-  requestIdHeaders: string[];
-  logLevel: string;
+  disableHealthCheck: boolean;
+  backend: string;
+  historyBackend: string;
 }
 
-type Kind = 'str' | 'int' | 'float' | 'bool' | 'list' | 'policy';
-interface Spec { name: string; kind: Kind; def: unknown; help: string }
-
-const SPECS: Spec[] = [
-  { name: 'host', kind: 'str', def: '0.0.0.0', help: 'host address to bind the router server' },
-  { name: 'port', kind: 'int', def: 30000, help: 'port of the router server' },
-  { name: 'worker-urls', kind: 'list', def: [], help: 'worker URLs (regular mode)' },
-  { name: 'pd-disaggregation', kind: 'bool', def: false, help: 'prefill/decode disaggregated mode' },
-  { name: 'policy', kind: 'policy', def: 'cache_aware', help: 'load-balancing policy' },
-  { name: 'prefill-policy', kind: 'policy', def: null, help: 'policy for prefill workers in PD mode (default: --policy)' },
-  { name: 'decode-policy', kind: 'policy', def: null, help: 'policy for decode workers in PD mode (default: --policy)' },
-  { name: 'cache-threshold', kind: 'float', def: 0.3, help: 'cache_aware: match rate above which the matching worker is used' },
-  { name: 'balance-abs-threshold', kind: 'int', def: 64, help: 'cache_aware: load difference that counts as imbalance' },
-  { name: 'balance-rel-threshold', kind: 'float', def: 1.5, help: 'cache_aware: load ratio that counts as imbalance' },
-  { name: 'eviction-interval-secs', kind: 'int', def: 60, help: 'cache_aware: seconds between tree evictions' },
-  { name: 'max-tree-size', kind: 'int', def: 2 ** 26, help: 'cache_aware: characters kept per worker' },
-  { name: 'max-payload-size', kind: 'int', def: 512 * 1024 * 1024, help: 'largest request body, bytes' },
-  { name: 'api-key', kind: 'str', def: null, help: 'API key required from clients and sent to workers' },
-  { name: 'worker-startup-timeout-secs', kind: 'int', def: 1800, help: 'seconds to wait for workers to become healthy' },
-  { name: 'worker-startup-check-interval', kind: 'int', def: 30, help: 'seconds between start-up health polls' },
-  { name: 'request-timeout-secs', kind: 'int', def: 1800, help: 'per-request timeout, seconds' },
-  { name: 'retry-max-retries', kind: 'int', def: 5, help: 'attempts per request' },
-  { name: 'retry-initial-backoff-ms', kind: 'int', def: 50, help: 'first retry backoff, ms' },
-  { name: 'retry-max-backoff-ms', kind: 'int', def: 30000, help: 'largest retry backoff, ms' },
-  { name: 'retry-backoff-multiplier', kind: 'float', def: 1.5, help: 'backoff growth per attempt' },
-  { name: 'retry-jitter-factor', kind: 'float', def: 0.2, help: 'backoff jitter (fraction)' },
-  { name: 'disable-retries', kind: 'bool', def: false, help: 'send each request once' },
-  { name: 'cb-failure-threshold', kind: 'int', def: 10, help: 'failures that open a worker\'s circuit' },
-  { name: 'cb-success-threshold', kind: 'int', def: 3, help: 'half-open successes that close it' },
-  { name: 'cb-timeout-duration-secs', kind: 'int', def: 60, help: 'seconds a circuit stays open' },
-  { name: 'cb-window-duration-secs', kind: 'int', def: 120, help: 'failure window, seconds' },
-  { name: 'disable-circuit-breaker', kind: 'bool', def: false, help: 'no circuit breakers' },
-  { name: 'health-failure-threshold', kind: 'int', def: 3, help: 'failed checks that make a worker unhealthy' },
-  { name: 'health-success-threshold', kind: 'int', def: 2, help: 'passed checks that make it healthy again' },
-  { name: 'health-check-timeout-secs', kind: 'int', def: 5, help: 'health check timeout, seconds' },
-  { name: 'health-check-interval-secs', kind: 'int', def: 60, help: 'seconds between health checks' },
-  { name: 'health-check-endpoint', kind: 'str', def: '/health', help: 'health check path on workers' },
-  { name: 'prometheus-host', kind: 'str', def: '0.0.0.0', help: 'host of the Prometheus metrics server' },
-  { name: 'prometheus-port', kind: 'int', def: 29000, help: 'port of the Prometheus metrics server (0: any free port, named in the start-up log; negative: no metrics server)' },
-  { name: 'request-id-headers', kind: 'list', def: [], help: 'headers that carry a request id (default x-request-id, x-correlation-id, x-trace-id, request-id)' },
-  { name: 'log-level', kind: 'str', def: 'info', help: 'log level' },
-];
-
-const camel = (n: string): string => n.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+const camel = (n: string): string => n.replace(/-([a-z0-9])/g, (_, c: string) => c.toUpperCase());
 const PROG = 'tsglang router';
 
 function fail(msg: string): never {
   throw new InvalidRequestError(`${PROG}: error: ${msg}`, null);
 }
 
-/** `tsglang router --help`. */
+function metavar(s: FlagSpec): string {
+  if (s.kind === 'bool') return '';
+  if (s.kind === 'choice') return ` {${s.choices!.join(',')}}`;
+  const m = s.metavar ?? s.name.toUpperCase().replace(/-/g, '_');
+  return s.kind === 'list' || s.kind === 'floatlist' ? ` [${m} ...]` : ` ${m}`;
+}
+
+/** One argparse-style help entry: the flag and metavar, then the help text on the same line or the next one. */
+function entry(flag: string, help: string): string[] {
+  const head = `  ${flag}`;
+  if (head.length <= 24) return [`${head.padEnd(24)}${help}`];
+  return [head, `${' '.repeat(24)}${help}`];
+}
+
+/** `tsglang router --help`: usage, then every flag by SGLang's argument groups. */
 export function routerHelp(): string {
   const lines = [
-    `usage: ${PROG} [--worker-urls URL ...] [--pd-disaggregation --prefill URL [BOOTSTRAP_PORT|none] ... --decode URL ...] [flags]`,
+    `usage: ${PROG} [-h] [--worker-urls [WORKER_URLS ...]] [--pd-disaggregation] [--prefill URL [BOOTSTRAP_PORT|none]] [--decode URL] [flags]`,
     '',
-    'SGLang router (sglang_router.launch_router flags): regular mode balances over --worker-urls; PD mode sends each',
-    'request to a prefill and a decode worker with bootstrap_host/port/room injected.',
+    'SGLang router (python -m sglang_router.launch_router, same flags): regular mode balances requests over --worker-urls;',
+    'PD mode sends each request to a prefill and a decode worker with bootstrap_host/port/room injected.',
     '',
-    'flags:',
-    `  --prefill URL [BOOTSTRAP_PORT|none]   a prefill worker (PD mode, repeatable; port default none)`,
-    `  --decode URL                          a decode worker (PD mode, repeatable)`,
+    'options:',
+    ...entry('-h, --help', 'show this help message and exit'),
   ];
-  for (const s of SPECS) {
-    const arg = s.kind === 'bool' ? '' : s.kind === 'list' ? ' VALUE ...' : s.kind === 'policy' ? ` {${POLICY_NAMES.join(',')}}` : ' VALUE';
-    const def = s.kind === 'bool' || s.def === null || (Array.isArray(s.def) && s.def.length === 0) ? '' : ` (default: ${String(s.def)})`;
-    lines.push(`  --${s.name}${arg}`.padEnd(37) + ` ${s.help}${def}`);
+  for (const [group, desc] of GROUPS) {
+    lines.push('', `${group}:`, `  ${desc}`, '');
+    if (group === 'PD Disaggregation') {
+      lines.push(...entry('--prefill URL [BOOTSTRAP_PORT|none]', 'a prefill worker and its bootstrap port (repeatable; port default none)'));
+      lines.push(...entry('--decode URL', 'a decode worker (repeatable)'));
+    }
+    for (const s of FLAGS.filter((f) => f.group === group)) {
+      const emptyDef = s.def === null || s.kind === 'bool' || (Array.isArray(s.def) && s.def.length === 0);
+      const def = emptyDef ? '' : ` (default: ${String(s.def)})`;
+      const nb = s.notBuilt ? ' [not built in tsglang]' : '';
+      lines.push(...entry(`--${s.name}${metavar(s)}`, `${s.help}${def}${nb}`));
+    }
   }
   return lines.join('\n') + '\n';
 }
 
+function findSpec(name: string, raw: string): FlagSpec {
+  const exact = FLAGS.find((s) => s.name === name);
+  if (exact) return exact;
+  const pre = FLAGS.filter((s) => s.name.startsWith(name));
+  if (pre.length > 1) fail(`ambiguous option: --${name} could match ${pre.map((s) => `--${s.name}`).join(', ')}`);
+  if (pre.length === 0) fail(`unrecognized arguments: ${raw}`);
+  return pre[0];
+}
+
+function convert(s: FlagSpec, raw: string): unknown {
+  if (s.kind === 'int') {
+    const n = Number(raw);
+    if (raw.trim() === '' || !Number.isInteger(n)) fail(`argument --${s.name}: invalid int value: '${raw}'`);
+    return n;
+  }
+  if (s.kind === 'float' || s.kind === 'floatlist') {
+    const n = Number(raw);
+    if (raw.trim() === '' || !Number.isFinite(n)) fail(`argument --${s.name}: invalid float value: '${raw}'`);
+    return n;
+  }
+  if (s.kind === 'choice' && !s.choices!.includes(raw)) fail(`argument --${s.name}: invalid choice: '${raw}' (choose from ${s.choices!.map((c) => `'${c}'`).join(', ')})`);
+  return raw;
+}
+
 /**
  * Parses the router's argv. @returns the args, or 'help' for --help / -h
- * @throws InvalidRequestError (argparse-style message) for an unknown flag, a bad value, or an inconsistent set
+ * @throws InvalidRequestError (argparse-style message) for an unknown flag, a bad value, a flag tsglang does not build,
+ *   or an inconsistent set (no workers, --prefill without --pd-disaggregation, a URL that is not http(s))
  */
 export function parseRouterArgs(argv: readonly string[]): RouterArgs | 'help' {
   const v: Record<string, unknown> = {};
-  for (const s of SPECS) v[camel(s.name)] = Array.isArray(s.def) ? [...s.def] : s.def;
+  for (const s of FLAGS) v[camel(s.name)] = Array.isArray(s.def) ? [...s.def] : s.def;
+  const given = new Set<string>();
   const prefill: [string, number | null][] = [];
   const decode: string[] = [];
   const isFlag = (t: string | undefined): boolean => t !== undefined && t.startsWith('--');
@@ -138,14 +158,14 @@ export function parseRouterArgs(argv: readonly string[]): RouterArgs | 'help' {
     const name = tok.slice(2).replace(/_/g, '-');
     if (name === 'prefill') {
       const url = inline ?? argv[++i];
-      if (url === undefined || isFlag(url)) fail('argument --prefill: expected URL [BOOTSTRAP_PORT]');
+      if (url === undefined || isFlag(url)) fail('argument --prefill: expected at least one argument');
       let port: number | null = null;
       const next = argv[i + 1];
       if (next !== undefined && !isFlag(next)) {
         i++;
         if (next.toLowerCase() !== 'none') {
           port = Number(next);
-          if (!Number.isInteger(port) || port <= 0 || port > 65535) fail(`argument --prefill: invalid bootstrap port: '${next}'`);
+          if (!Number.isInteger(port) || port <= 0 || port > 65535) fail(`argument --prefill: invalid bootstrap port: '${next}' (a port number or 'none')`);
         }
       }
       prefill.push([url!, port]);
@@ -153,42 +173,38 @@ export function parseRouterArgs(argv: readonly string[]): RouterArgs | 'help' {
     }
     if (name === 'decode') {
       const url = inline ?? argv[++i];
-      if (url === undefined || isFlag(url)) fail('argument --decode: expected URL');
+      if (url === undefined || isFlag(url)) fail('argument --decode: expected one argument');
       decode.push(url!);
       continue;
     }
-    const matches = SPECS.filter((s) => s.name === name);
-    const spec = matches[0] ?? (() => {
-      const pre = SPECS.filter((s) => s.name.startsWith(name));
-      if (pre.length > 1) fail(`ambiguous option: --${name} could match ${pre.map((s) => `--${s.name}`).join(', ')}`);
-      return pre[0];
-    })();
-    if (!spec) fail(`unrecognized arguments: ${argv[i]}`);
+    const spec = findSpec(name, argv[i]);
     const key = camel(spec.name);
-    if (spec.kind === 'bool') { v[key] = true; continue; }
-    if (spec.kind === 'list') {
+    given.add(spec.name);
+    if (spec.kind === 'bool') {
+      if (inline !== undefined) fail(`argument --${spec.name}: ignored explicit argument '${inline}'`);
+      v[key] = true;
+      continue;
+    }
+    if (spec.kind === 'list' || spec.kind === 'floatlist') {
       const vals: string[] = inline !== undefined ? [inline] : [];
       while (argv[i + 1] !== undefined && !isFlag(argv[i + 1])) vals.push(argv[++i]);
-      if (vals.length === 0) fail(`argument --${spec.name}: expected at least one argument`);
-      v[key] = vals;
+      if (spec.kind === 'floatlist' && vals.length === 0) fail(`argument --${spec.name}: expected at least one argument`);
+      v[key] = vals.map((x) => convert(spec, x));
       continue;
     }
     const raw = inline ?? argv[++i];
-    if (raw === undefined) fail(`argument --${spec.name}: expected one argument`);
-    if (spec.kind === 'int') {
-      const n = Number(raw);
-      if (!Number.isInteger(n)) fail(`argument --${spec.name}: invalid int value: '${raw}'`);
-      v[key] = n;
-    } else if (spec.kind === 'float') {
-      const n = Number(raw);
-      if (!Number.isFinite(n)) fail(`argument --${spec.name}: invalid float value: '${raw}'`);
-      v[key] = n;
-    } else if (spec.kind === 'policy') {
-      if (!(POLICY_NAMES as readonly string[]).includes(raw!)) fail(`argument --${spec.name}: invalid choice: '${raw}' (choose from ${POLICY_NAMES.map((p) => `'${p}'`).join(', ')})`);
-      v[key] = raw;
-    } else v[key] = raw;
+    if (raw === undefined || (inline === undefined && isFlag(raw) && spec.kind !== 'str')) fail(`argument --${spec.name}: expected one argument`);
+    v[key] = convert(spec, raw!);
+  }
+  for (const s of FLAGS) {
+    if (!s.notBuilt || !given.has(s.name)) continue;
+    const val = v[camel(s.name)];
+    const isDefault = JSON.stringify(val) === JSON.stringify(s.def);
+    if (!isDefault) fail(`--${s.name}: ${s.notBuilt} is not built in tsglang's router`);
   }
   const args = { ...(v as unknown as RouterArgs), prefill, decode };
+  if (args.backend !== 'sglang') fail(`--backend ${args.backend}: only the sglang backend (tsglang or SGLang HTTP workers) is built in tsglang's router`);
+  if (!['memory', 'none'].includes(args.historyBackend)) fail(`--history-backend ${args.historyBackend}: the ${args.historyBackend} history store is not built in tsglang's router`);
   if (args.pdDisaggregation) {
     if (prefill.length === 0 || decode.length === 0) fail('--pd-disaggregation needs at least one --prefill and one --decode worker');
     if (args.workerUrls.length > 0) fail('--worker-urls is for regular mode; PD mode takes --prefill and --decode');
@@ -197,6 +213,8 @@ export function parseRouterArgs(argv: readonly string[]): RouterArgs | 'help' {
   } else if (args.workerUrls.length === 0) {
     fail('no workers: give --worker-urls (regular mode) or --pd-disaggregation with --prefill and --decode');
   }
+  if (!args.pdDisaggregation && args.prefillPolicy === 'bucket') fail('--prefill-policy applies to PD mode only');
+  if (args.dpAware && args.pdDisaggregation) fail('--dp-aware with --pd-disaggregation is not built in tsglang\'s router (regular mode only)');
   for (const u of [...args.workerUrls, ...prefill.map((p) => p[0]), ...decode]) {
     try {
       const p = new URL(u);
@@ -206,5 +224,6 @@ export function parseRouterArgs(argv: readonly string[]): RouterArgs | 'help' {
     }
   }
   if (args.requestIdHeaders.length === 0) args.requestIdHeaders = ['x-request-id', 'x-correlation-id', 'x-trace-id', 'request-id'];
+  args.requestIdHeaders = args.requestIdHeaders.map((h) => h.toLowerCase());
   return args;
 }

@@ -21,11 +21,14 @@ export class RouterMetrics {
   readonly pdDecode: Counter<'worker'>;
   readonly pdErrors: Counter<'error_type'>;
 
-  /** @param workers read when metrics are scraped (health, load, circuit gauges) */
-  constructor(workers: () => readonly Worker[]) {
+  /**
+   * @param workers read when metrics are scraped (health, load, circuit gauges)
+   * @param durationBuckets --prometheus-duration-buckets (seconds) or null for the defaults
+   */
+  constructor(workers: () => readonly Worker[], durationBuckets: readonly number[] | null = null) {
     const reg = [this.registry];
     this.requests = new Counter({ name: 'sgl_router_requests_total', help: 'Total requests by route', labelNames: ['route'], registers: reg });
-    this.duration = new Histogram({ name: 'sgl_router_request_duration_seconds', help: 'Request duration by route', labelNames: ['route'], buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600], registers: reg });
+    this.duration = new Histogram({ name: 'sgl_router_request_duration_seconds', help: 'Request duration by route', labelNames: ['route'], buckets: durationBuckets ? [...durationBuckets] : [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600], registers: reg });
     this.errors = new Counter({ name: 'sgl_router_request_errors_total', help: 'Request errors by route and type', labelNames: ['route', 'error_type'], registers: reg });
     this.retries = new Counter({ name: 'sgl_router_retries_total', help: 'Retries by route', labelNames: ['route'], registers: reg });
     this.retriesExhausted = new Counter({ name: 'sgl_router_retries_exhausted_total', help: 'Requests that ran out of retries', labelNames: ['route'], registers: reg });

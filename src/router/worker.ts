@@ -80,9 +80,17 @@ export class CircuitBreaker {
 /** A worker's role in the router. */
 export type WorkerRole = 'regular' | 'prefill' | 'decode';
 
-/** One worker. `load` is the router's in-flight count; health follows the thresholds of --health-*. */
+/**
+ * One routing target. `load` is the router's in-flight count; health follows the thresholds of --health-*. Under
+ * --dp-aware one server gives one Worker per DP rank: `url` is `base@rank` (SGLang's naming), requests go to `baseUrl`
+ * with `data_parallel_rank` = `dpRank` in the body.
+ */
 export class Worker {
   readonly url: string;
+  /** Where requests are sent (the url without a DP suffix). */
+  readonly baseUrl: string;
+  /** --dp-aware: the DP rank this target stands for; null otherwise. */
+  readonly dpRank: number | null;
   readonly role: WorkerRole;
   /** Prefill workers: the bootstrap port injected into requests (null = `none`). */
   readonly bootstrapPort: number | null;
@@ -90,14 +98,35 @@ export class Worker {
   load = 0;
   processed = 0;
   healthy = true;
+  /** Routing keys (x-smg-routing-key) of the requests in flight, with their counts (manual policy, min_group). */
+  readonly routingKeys = new Map<string, number>();
   private healthFailures = 0;
   private healthSuccesses = 0;
 
-  constructor(url: string, role: WorkerRole, bootstrapPort: number | null, cb: CircuitBreakerConfig, onTransition?: (from: CircuitState, to: CircuitState) => void) {
-    this.url = url.replace(/\/+$/, '');
+  /** @param dpRank --dp-aware rank (the url gets the `@rank` suffix) */
+  constructor(url: string, role: WorkerRole, bootstrapPort: number | null, cb: CircuitBreakerConfig, onTransition?: (from: CircuitState, to: CircuitState) => void, dpRank: number | null = null) {
+    this.baseUrl = url.replace(/\/+$/, '');
+    this.dpRank = dpRank;
+    this.url = dpRank === null ? this.baseUrl : `${this.baseUrl}@${dpRank}`;
     this.role = role;
     this.bootstrapPort = bootstrapPort;
     this.breaker = new CircuitBreaker(cb, onTransition);
+  }
+
+  /** Counts one request in flight (and its routing key). @returns the matching release, to call exactly once */
+  acquire(routingKey: string | null): () => void {
+    this.load++;
+    if (routingKey !== null) this.routingKeys.set(routingKey, (this.routingKeys.get(routingKey) ?? 0) + 1);
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      this.load--;
+      if (routingKey === null) return;
+      const n = (this.routingKeys.get(routingKey) ?? 1) - 1;
+      if (n <= 0) this.routingKeys.delete(routingKey);
+      else this.routingKeys.set(routingKey, n);
+    };
   }
 
   /** Healthy and its circuit lets requests through. */
@@ -108,9 +137,9 @@ export class Worker {
   /** The host name requests carry as bootstrap_host (the URL's host, without brackets). */
   get hostname(): string {
     try {
-      return new URL(this.url).hostname.replace(/^\[|\]$/g, '');
+      return new URL(this.baseUrl).hostname.replace(/^\[|\]$/g, '');
     } catch {
-      return this.url;
+      return this.baseUrl;
     }
   }
 
