@@ -103,6 +103,21 @@ test('DP-attention: an idle group steps with idle batches while another decodes;
   }
 });
 
+test('DP replicas: a request naming data_parallel_rank runs on that rank (the router\'s --dp-aware), the others by the balancer', NEEDS_SHARED, async () => {
+  const e = await engine('tiny-minimax-m2', { tpSize: 1, dpSize: 2 });
+  try {
+    const prompt = goldenOf('tiny-minimax-m2').prompts[0].tokens;
+    for (let i = 0; i < 3; i++) {
+      for await (const o of e.generate({ rid: `pin${i}`, inputIds: prompt, dataParallelRank: 1, samplingParams: { temperature: 0, maxNewTokens: 2 } })) void o;
+    }
+    const load = await e.getLoad();
+    assert.equal(load.dpLoads![0].evictableTokens, 0, 'rank 0 served nothing');
+    assert.ok(load.dpLoads![1].evictableTokens > 0, 'rank 1 served the pinned requests');
+  } finally {
+    await e.shutdown();
+  }
+});
+
 test('DP load balancer: round_robin / auto cycle, shortest_queue takes the fewest requests, minimum_tokens the fewest tokens', () => {
   const rr = new DpLoadBalancer(3, 'round_robin');
   assert.deepEqual([rr.pick(), rr.pick(), rr.pick(), rr.pick()], [0, 1, 2, 0]);

@@ -5,8 +5,8 @@
 // handed to every group), and the cores step in lockstep (executor/dp_attention_runner.ts): every message a group
 // receives carries a sequence number and every other group is sent a `kick` with it, so no group stops stepping
 // while a message is on its way to another.
-// Requests are spread by --load-balance-method: round_robin (and auto), shortest_queue (fewest requests in flight),
-// minimum_tokens (fewest prompt + generated tokens in flight); control messages go to every core and their replies
+// Requests are spread by --load-balance-method (unless they name a data_parallel_rank): round_robin (and auto),
+// shortest_queue (fewest requests in flight), minimum_tokens (fewest prompt + generated tokens in flight); control messages go to every core and their replies
 // are combined (load: sums plus each group's own load in `dpLoads`).
 import { availableParallelism } from 'node:os';
 import { InvalidRequestError } from '../common/index.js';
@@ -113,7 +113,9 @@ export class DpControllerTransport implements CoreTransport {
   send(msg: ToCoreMsg): void {
     switch (msg.type) {
       case 'generate': {
-        const g = this.lb.pick();
+        // a rank the request asks for (data_parallel_rank from a --dp-aware router) wins over the balancer
+        const want = msg.req.dataParallelRank;
+        const g = want !== undefined && want >= 0 && want < this.cores.length ? want : this.lb.pick();
         const tokens = msg.req.inputIds.length;
         this.owner.set(msg.req.rid, { dpRank: g, tokens });
         this.lb.reqs[g]++;

@@ -135,6 +135,7 @@ export class TokenizerManager {
         arrivalMs: nowMs,
         ...(req.requireReasoning ? { requireReasoning: true } : {}),
         ...(req.bootstrap?.[i] ? { bootstrap: req.bootstrap[i] } : {}),
+        ...(req.dataParallelRank !== undefined ? { dataParallelRank: req.dataParallelRank } : {}),
       } satisfies TokenizedReq,
       detok,
     }));

@@ -52,6 +52,8 @@ export interface GenerateRequest {
   readonly requireReasoning?: boolean;
   /** PD: each choice's prefill server and room (the router's bootstrap fields; one entry per choice, n > 1 in order). */
   readonly bootstrap?: readonly BootstrapInfo[];
+  /** The DP rank that serves the request (SGLang data_parallel_rank, set by a --dp-aware router); the balancer's pick otherwise. */
+  readonly dataParallelRank?: number;
 }
 
 /** A logprob entry: [logprob, tokenId] (the server decodes text when the wire format wants it). */

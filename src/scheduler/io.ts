@@ -38,6 +38,8 @@ export interface TokenizedReq {
   readonly requireReasoning?: boolean;
   /** PD disaggregation: this choice's prefill server and room (absent outside PD). */
   readonly bootstrap?: BootstrapInfo;
+  /** --dp-size > 1: the DP rank asked for (data_parallel_rank); the DP controller's load balancer picks otherwise. */
+  readonly dataParallelRank?: number;
 }
 
 /** Tokens and state one request produced in one step (SGLang BatchTokenIDOutput, one row). */

@@ -1,6 +1,7 @@
-// The PD fields the router injects into generation requests (bootstrap_host, bootstrap_port, bootstrap_room: scalars,
+// The fields the router injects into generation requests: PD's bootstrap_host, bootstrap_port, bootstrap_room (scalars,
 // or arrays with one entry per sequence for batches and n > 1; serving-spec.md §5.2), read into the engine's per-choice
-// BootstrapInfo list. Bodies without them give nothing (a normal request).
+// BootstrapInfo list, and --dp-aware's data_parallel_rank (the DP rank that serves the request). Bodies without them
+// give nothing (a normal request).
 import { InvalidRequestError } from '../common/index.js';
 import type { BootstrapInfo } from '../scheduler/index.js';
 
@@ -27,4 +28,24 @@ export function bootstrapSlice(body: unknown, offset: number, count: number): { 
     out.push({ host: h, port: typeof p === 'number' ? p : null, room: r });
   }
   return { bootstrap: out };
+}
+
+/**
+ * The request's data_parallel_rank (SGLang GenerateReqInput.data_parallel_rank: the DP rank that serves it, set by the
+ * router's --dp-aware). @returns `{ dataParallelRank }` or {} when absent
+ * @throws InvalidRequestError when it is not an integer in [0, dpSize)
+ */
+export function dataParallelRankOf(body: unknown, dpSize: number): { dataParallelRank?: number } {
+  const r = (body as Record<string, unknown> | null)?.['data_parallel_rank'];
+  if (r === undefined || r === null) return {};
+  if (typeof r !== 'number' || !Number.isInteger(r) || r < 0 || r >= dpSize) {
+    throw new InvalidRequestError(`data_parallel_rank must be an integer in [0, ${dpSize}) (dp_size ${dpSize}), got ${JSON.stringify(r)}`, 'data_parallel_rank');
+  }
+  return { dataParallelRank: r };
+}
+
+/** The server's --dp-size (1 when its args do not say). */
+export function dpSizeOf(deps: { readonly serverArgs: Readonly<Record<string, unknown>> }): number {
+  const d = deps.serverArgs['dp_size'];
+  return typeof d === 'number' && d >= 1 ? d : 1;
 }

@@ -466,3 +466,13 @@ test('--skip-tokenizer-init: /generate answers carry output_ids and meta_info on
     await s.close();
   }
 });
+
+test('/get_load: one entry per DP rank; data_parallel_rank reaches the engine, outside [0, dp_size) it is a 400', async () => {
+  assert.deepEqual(await json(fetch(`${base}/get_load`, { headers: auth })), [{ dp_rank: 0, num_reqs: 0, num_waiting_reqs: 0, num_tokens: 0 }]);
+  const ok = await post('/generate', { text: 'hi', sampling_params: { max_new_tokens: 1 }, data_parallel_rank: 0 });
+  assert.equal(ok.status, 200);
+  assert.equal(engine.lastRequest?.dataParallelRank, 0);
+  const bad = await post('/v1/completions', { model: 'm', prompt: 'hi', max_tokens: 1, data_parallel_rank: 1 });
+  assert.equal(bad.status, 400);
+  assert.match(((await bad.json()) as { message: string }).message, /data_parallel_rank must be an integer in \[0, 1\) \(dp_size 1\), got 1/);
+});

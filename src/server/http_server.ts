@@ -326,6 +326,7 @@ const ROUTES: Record<string, Route> = {
   '/model_info': { methods: ['GET'], handle: async (s, ex) => ex.sendJson(200, modelInfo(s)) },
   '/get_model_info': { methods: ['GET'], handle: async (s, ex) => ex.sendJson(200, modelInfo(s)) },
   '/server_info': { methods: ['GET'], handle: (s, ex) => serverInfo(s, ex) },
+  '/get_load': { methods: ['GET'], handle: (s, ex) => getLoad(s, ex) },
   '/get_server_info': { methods: ['GET'], handle: (s, ex) => serverInfo(s, ex) },
   '/flush_cache': {
     methods: ['GET', 'POST'],
@@ -380,6 +381,17 @@ function modelInfo(s: HttpServer): Record<string, unknown> {
 
 function snakeKeys(o: object): Record<string, unknown> {
   return Object.fromEntries(Object.entries(o).map(([k, v]) => [k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`), v]));
+}
+
+/**
+ * /get_load (SGLang http_server get_load): one entry per DP rank, `num_tokens` being the KV tokens in use; the router's
+ * load monitor (power_of_two) and /get_loads read it.
+ */
+async function getLoad(s: HttpServer, ex: Exchange): Promise<void> {
+  const load = await s.depsForRoutes.engine.getLoad();
+  ex.sendJson(200, (load.dpLoads ?? [load]).map((l, i) => ({
+    dp_rank: i, num_reqs: l.numRunningReqs + l.numQueueReqs, num_waiting_reqs: l.numQueueReqs, num_tokens: l.numUsedTokens,
+  })));
 }
 
 async function serverInfo(s: HttpServer, ex: Exchange): Promise<void> {

@@ -1,6 +1,6 @@
 // POST /v1/chat/completions (python/sglang/srt/entrypoints/openai/serving_chat.py): request → chat prompt →
 // engine → reasoning/tool-call parsing → one `chat.completion` or a stream of `chat.completion.chunk` events.
-import { bootstrapSlice } from './bootstrap_fields.js';
+import { bootstrapSlice, dataParallelRankOf, dpSizeOf } from './bootstrap_fields.js';
 import {
   encodeSseEvent, encodeOpenAISseError, SSE_DONE, ChatCompletionRequestSchema, parseWire, deltaMessage, toolCallWire, usageInfo,
 } from '../protocol/index.js';
@@ -97,6 +97,7 @@ export async function handleChatCompletion(deps: ServerDeps, ex: Exchange, body:
       topLogprobsNum: wantLogprobs ? (req.top_logprobs ?? 0) : 0,
       ...(requireReasoning ? { requireReasoning: true } : {}),
       ...bootstrapSlice(req, 0, req.n ?? 1),
+      ...dataParallelRankOf(req, dpSizeOf(deps)),
     }, ex.signal)[Symbol.asyncIterator]();
     first = await iter.next();
   } catch (err) {

@@ -1,6 +1,6 @@
 // POST /v1/completions (python/sglang/srt/entrypoints/openai/serving_completions.py): prompt (text, ids, or a
 // batch of either) → engine → `text_completion` response or stream.
-import { bootstrapSlice } from './bootstrap_fields.js';
+import { bootstrapSlice, dataParallelRankOf, dpSizeOf } from './bootstrap_fields.js';
 import { encodeSseEvent, encodeOpenAISseError, excludeNone, SSE_DONE, CompletionRequestSchema, parseWire, usageInfo } from '../protocol/index.js';
 import type { CompletionChoice, CompletionLogprobs, CompletionRequest, CompletionResponse, CompletionStreamResponse } from '../protocol/index.js';
 import { InvalidRequestError } from '../common/index.js';
@@ -96,7 +96,7 @@ export async function handleCompletion(deps: ServerDeps, ex: Exchange, body: unk
     const echoLogprobs = req.echo === true && (req.logprobs ?? 0) > 0;
     deps.metrics?.onRequestStart();
     const sources = prompts.map((pr, i) => {
-      const gen = deps.engine.generate({ rid: rids[i], ...pr, samplingParams, stream: req.stream === true, returnLogprob: wantLogprobs, topLogprobsNum: wantLogprobs ? (req.logprobs ?? 0) : 0, ...(echoLogprobs ? { logprobStartLen: 0 } : {}), ...bootstrapSlice(req, i * n, n) }, batchAbort.signal);
+      const gen = deps.engine.generate({ rid: rids[i], ...pr, samplingParams, stream: req.stream === true, returnLogprob: wantLogprobs, topLogprobsNum: wantLogprobs ? (req.logprobs ?? 0) : 0, ...(echoLogprobs ? { logprobStartLen: 0 } : {}), ...bootstrapSlice(req, i * n, n), ...dataParallelRankOf(req, dpSizeOf(deps)) }, batchAbort.signal);
       return (async function* () { for await (const o of gen) yield { ...o, index: i * n + o.index }; })();
     });
     iter = (sources.length === 1 ? sources[0] : mergeAsync(sources, batchAbort))[Symbol.asyncIterator]();

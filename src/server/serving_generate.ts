@@ -1,7 +1,7 @@
 // POST /generate, SGLang's native API (python/sglang/srt/entrypoints/http_server.py generate_request,
 // managers/tokenizer_manager.py): text or input_ids (single or batch), sampling_params, stream with cumulative
 // text/output_ids per event, logprobs in meta_info as [logprob, token_id, text|null].
-import { bootstrapSlice } from './bootstrap_fields.js';
+import { bootstrapSlice, dataParallelRankOf, dpSizeOf } from './bootstrap_fields.js';
 import { encodeSseEvent, encodeSseError, SSE_DONE, GenerateReqInputSchema, parseWire } from '../protocol/index.js';
 import type { GenerateMetaInfo, GenerateResponse, SpecMetaInfo, WireSamplingParams, WireTokenLogprob } from '../protocol/index.js';
 import { InvalidRequestError, UnsupportedFeatureError } from '../common/index.js';
@@ -151,6 +151,7 @@ export async function handleGenerate(deps: ServerDeps, ex: Exchange, body: unkno
         logprobStartLen: req.logprob_start_len ?? -1,
         topLogprobsNum: req.top_logprobs_num ?? 0,
         ...bootstrapSlice(req, choiceOffset[i], numSamples[i]),
+        ...dataParallelRankOf(req, dpSizeOf(deps)),
       }, batchAbort.signal);
       const observed = deps.metrics ? deps.metrics.observe(gen, ex.arrivalMs) : gen;
       return (async function* () { for await (const o of observed) yield { ...o, batchIdx: i }; })();
