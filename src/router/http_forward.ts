@@ -25,23 +25,35 @@ export function endToEndHeaders(h: http.IncomingHttpHeaders): Record<string, str
 }
 
 /**
- * Sends one request to `baseUrl + path` and resolves once the worker's status line and headers arrive.
+ * Sends one request to `baseUrl + path` and resolves once the worker's status line and headers arrive. A request that
+ * fails on a reused keep-alive connection before any answer (the worker closed an idle connection as it was reused:
+ * ECONNRESET, EPIPE, "socket hang up") is sent once more on a new connection, as Node's documentation advises.
  * @param timeoutMs the whole exchange is cut after this long (a hung worker never hangs the client)
  * @param signal aborts the request (client went away, or the other half of a PD pair failed)
  * @throws Error (connection refused/reset, timeout, abort) — the caller counts it as a failure of the worker
  */
 export function forward(baseUrl: string, method: string, path: string, headers: Record<string, string | string[]>, body: Buffer | null, timeoutMs: number, signal?: AbortSignal): Promise<ForwardResponse> {
-  return new Promise((resolve, reject) => {
-    const url = new URL(path, baseUrl + '/');
-    const mod = url.protocol === 'https:' ? https : http;
-    const h: Record<string, string | string[]> = { ...headers };
-    if (body) h['content-length'] = String(body.length);
-    const req = mod.request(url, { method, headers: h, agent: url.protocol === 'https:' ? HTTPS_AGENT : HTTP_AGENT, timeout: timeoutMs, ...(signal ? { signal } : {}) });
-    req.on('response', (res) => resolve({ status: res.statusCode ?? 502, headers: res.headers, body: res }));
+  const url = new URL(path, baseUrl + '/');
+  const mod = url.protocol === 'https:' ? https : http;
+  const agent = url.protocol === 'https:' ? HTTPS_AGENT : HTTP_AGENT;
+  const h: Record<string, string | string[]> = { ...headers };
+  if (body) h['content-length'] = String(body.length);
+  const attempt = (retried: boolean): Promise<ForwardResponse> => new Promise((resolve, reject) => {
+    const req = mod.request(url, { method, headers: h, agent, timeout: timeoutMs, ...(signal ? { signal } : {}) });
+    let answered = false;
+    req.on('response', (res) => {
+      answered = true;
+      resolve({ status: res.statusCode ?? 502, headers: res.headers, body: res });
+    });
     req.on('timeout', () => req.destroy(new Error(`request to ${baseUrl} timed out after ${timeoutMs} ms`)));
-    req.on('error', reject);
+    req.on('error', (e: NodeJS.ErrnoException) => {
+      const stale = req.reusedSocket && !answered && !retried && !signal?.aborted && (e.code === 'ECONNRESET' || e.code === 'EPIPE' || e.message === 'socket hang up');
+      if (stale) attempt(true).then(resolve, reject);
+      else reject(e);
+    });
     req.end(body ?? undefined);
   });
+  return attempt(false);
 }
 
 /**

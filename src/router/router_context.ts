@@ -28,7 +28,10 @@ export interface RouterContext {
   readonly decodePolicy: LoadBalancingPolicy | null;
   /** Picks an available worker of `role` with `policy` (metrics counted). @returns null when none is available */
   pick(policy: LoadBalancingPolicy, role: WorkerRole, info: SelectInfo): Worker | null;
-  /** Records one exchange's outcome on `w`'s circuit breaker (status null = connection failure: also unhealthy). */
+  /**
+   * Records one exchange's outcome on `w`'s circuit breaker. Status null = the connection failed: the server's health is
+   * probed at once, and a failed probe makes it unhealthy.
+   */
   outcome(w: Worker, status: number | null): void;
   /** Headers sent to workers for a client request (end-to-end ones; Authorization = --api-key when set). */
   headersFor(h: http.IncomingHttpHeaders): Record<string, string | string[]>;

@@ -77,28 +77,40 @@ test('PD: same body with bootstrap fields to both; prefill logprobs merged into 
   assert.deepEqual(plain.choices[0].logprobs, DECODE_COMPLETION.choices[0].logprobs);
 });
 
-test('PD faults: decode dies mid-stream (SSE error event, unhealthy, then 503); prefill 500 retried; prefill down answers 502 at once', async (t) => {
+test('PD faults: a prefill 500 is retried; a prefill that is down answers 502 prefill_server_error at once', async (t) => {
   let prefillFails = 1;
   const prefill = await scripted((path, body, res) => {
     if (path === '/generate' && prefillFails-- > 0) return json(res, 500, { error: { message: 'Prefill transfer failed for request rank=0' } });
     json(res, 200, { text: '' });
   });
-  const decode = await scripted((path, body, res) => {
-    if (body['stream'] === true) {
-      res.writeHead(200, { 'content-type': 'text/event-stream' });
-      res.write('data: {"text":"a"}\n\n');
-      res.write('data: {"text":"a partial ev');
-      setTimeout(() => res.socket?.destroy(), 30); // dies mid-stream
-      return;
-    }
-    json(res, 200, { text: 'decoded' });
-  });
+  const decode = await scripted((path, body, res) => json(res, 200, { text: 'decoded' }));
   let router: RunningRouter | null = null;
   t.after(async () => { await router?.close(); await prefill.close(); await decode.close(); });
   router = await testRouter(['--pd-disaggregation', '--prefill', prefill.url, '--decode', decode.url]);
   const retried = await post(router.port, '/generate', { text: 'x' });
   assert.equal(retried.status, 200, retried.text);
   assert.equal(prefill.on('/generate').length, 2, 'the prefill 500 was retried');
+  await prefill.close();
+  const down = await post(router.port, '/generate', { text: 'z', sampling_params: { max_new_tokens: 2 } });
+  assert.equal(down.status, 502, down.text);
+  assert.equal(JSON.parse(down.text).error.code, 'prefill_server_error');
+  const p = router.workers.find((w) => w.role === 'prefill')!;
+  for (let i = 0; i < 100 && p.healthy; i++) await new Promise((r) => setTimeout(r, 20));
+  assert.equal(p.healthy, false, 'a prefill worker that does not answer its health check is unhealthy');
+});
+
+test('PD: a decode worker dying mid-stream ends the client stream with an SSE error event and [DONE]; it is unhealthy, the next request 503', async (t) => {
+  const prefill = await scripted((path, body, res) => json(res, 200, { text: '' }));
+  const decode = await scripted((path, body, res) => {
+    if (path !== '/generate') return json(res, 200, []);
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.write('data: {"text":"a"}\n\n');
+    res.write('data: {"text":"a partial ev');
+    setTimeout(() => { void decode.close(); }, 30); // the server goes away mid-stream
+  });
+  let router: RunningRouter | null = null;
+  t.after(async () => { await router?.close(); await prefill.close(); });
+  router = await testRouter(['--pd-disaggregation', '--prefill', prefill.url, '--decode', decode.url]);
   const resp = await fetch(`http://127.0.0.1:${router.port}/generate`, { method: 'POST', body: JSON.stringify({ text: 'x', stream: true }) });
   assert.equal(resp.status, 200);
   const text = await resp.text();
@@ -109,15 +121,9 @@ test('PD faults: decode dies mid-stream (SSE error event, unhealthy, then 503); 
   assert.equal(err.error.code, 'decode_server_error');
   assert.equal(events.at(-1), 'data: [DONE]');
   const d = router.workers.find((w) => w.role === 'decode')!;
+  for (let i = 0; i < 100 && d.healthy; i++) await new Promise((r) => setTimeout(r, 20));
   assert.equal(d.healthy, false);
   const none = await post(router.port, '/generate', { text: 'y' });
   assert.equal(none.status, 503);
   assert.deepEqual(JSON.parse(none.text).error, { type: 'Service Unavailable', code: 'server_selection_failed', message: 'No available servers: No available decode workers (all circuits open or unhealthy)' });
-  // a prefill that is not there: 502 prefill_server_error without waiting for the decode side
-  d.recordHealth(true, 3, 1);
-  await prefill.close();
-  const down = await post(router.port, '/generate', { text: 'z', sampling_params: { max_new_tokens: 2 } });
-  assert.equal(down.status, 502, down.text);
-  assert.equal(JSON.parse(down.text).error.code, 'prefill_server_error');
-  assert.equal(router.workers.find((w) => w.role === 'prefill')!.healthy, false);
 });

@@ -3,7 +3,6 @@
 // generation handlers (route_regular.ts, route_pd.ts) or the other routes (admin_routes.ts). Prometheus metrics on
 // --prometheus-port.
 import http from 'node:http';
-import { randomInt } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { Logger } from '../common/index.js';
 import { AdmissionControl, TokenBucket } from './admission.js';
@@ -34,7 +33,8 @@ const ID_CHARS = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789
 export function newRequestId(path: string): string {
   const prefix = path.includes('/chat/completions') ? 'chatcmpl-' : path.includes('/completions') ? 'cmpl-' : path.includes('/generate') ? 'gnt-' : 'req-';
   let s = '';
-  for (let i = 0; i < 24; i++) s += ID_CHARS[randomInt(ID_CHARS.length)];
+  // not a secret (SGLang draws it from a non-cryptographic generator too); crypto.randomBytes costs a syscall per request
+  for (let i = 0; i < 24; i++) s += ID_CHARS[Math.floor(Math.random() * ID_CHARS.length)];
   return prefix + s;
 }
 
@@ -106,9 +106,27 @@ export class Router implements AdminContext {
     const ok = status !== null && status < 500;
     w.breaker.record(ok);
     this.metrics.cbOutcomes.inc({ worker: w.url, outcome: ok ? 'success' : 'failure' });
-    if (status === null && w.healthy) {
-      w.markUnhealthy();
-      this.logger.warning(`worker ${w.url} marked unhealthy (connection failed)`);
+    if (status === null && w.healthy) void this.probeAfterFailure(w.baseUrl);
+  }
+
+  private readonly probing = new Set<string>();
+
+  /**
+   * A connection to a server failed: its health endpoint is checked at once, and when that fails too its targets are
+   * unhealthy without waiting for the periodic checks (a server that answers stays healthy: the failure was one
+   * connection's).
+   */
+  private async probeAfterFailure(baseUrl: string): Promise<void> {
+    if (this.probing.has(baseUrl)) return;
+    this.probing.add(baseUrl);
+    try {
+      if (await this.probe(baseUrl)) return;
+      for (const w of this.workers.filter((x) => x.baseUrl === baseUrl && x.healthy)) {
+        w.markUnhealthy();
+        this.logger.warning(`worker ${w.url} marked unhealthy (a connection failed and its health check too)`);
+      }
+    } finally {
+      this.probing.delete(baseUrl);
     }
   }
 

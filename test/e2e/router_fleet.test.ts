@@ -158,7 +158,9 @@ test('PD fleet (2 prefill + 2 decode): each policy spreads as specified by the w
   const events = text.split('\n\n').filter((e) => e.startsWith('data: '));
   assert.equal(events.at(-1), 'data: [DONE]');
   assert.equal(JSON.parse(events.at(-2)!.slice(6)).error.code, 'decode_server_error');
-  assert.equal(f.router.workers.find((w) => w.baseUrl === D[victim].base)!.healthy, false, 'the killed decode worker is unhealthy');
+  const dead = f.router.workers.find((w) => w.baseUrl === D[victim].base)!;
+  for (let i = 0; i < 100 && dead.healthy; i++) await new Promise((r) => setTimeout(r, 50));
+  assert.equal(dead.healthy, false, 'the killed decode worker is unhealthy');
   const after = await served([D[1 - victim]], async () => { for (let i = 0; i < 2; i++) assert.equal((await post(f.port, '/generate', gen(`after ${i}`))).status, 200); });
   assert.deepEqual(after, [2], 'the other decode worker serves the next requests');
 });
