@@ -143,7 +143,8 @@ function benchServing(port: number, model: string, outFile: string): ServingReco
   const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', maxBuffer: 1 << 26 });
   if (r.status !== 0) throw new Error(`bench-serving failed (${r.status}): ${r.stderr.slice(-2000)}`);
   const lines = readFileSync(outFile, 'utf8').trim().split('\n');
-  return JSON.parse(lines.at(-1)!) as ServingRecord;
+  // the record is written as Python's json.dumps does (Infinity / NaN literals)
+  return JSON.parse(lines.at(-1)!.replace(/-?\bInfinity\b|\bNaN\b/g, 'null')) as ServingRecord;
 }
 
 async function serving(): Promise<void> {
@@ -156,12 +157,15 @@ async function serving(): Promise<void> {
     if (mk.status !== 0) throw new Error(`make-tiny failed: ${mk.stderr}`);
     const common = ['--model-path', model, '--host', '127.0.0.1', '--num-threads', '1'];
     const bport = await freePort();
-    const [plain, prefill, decode] = await Promise.all([
+    const started = await Promise.allSettled([
       startServe(common),
       startServe([...common, '--disaggregation-mode', 'prefill', '--disaggregation-bootstrap-port', String(bport)]),
       startServe([...common, '--disaggregation-mode', 'decode']),
     ]);
-    servers.push(plain, prefill, decode);
+    for (const s of started) if (s.status === 'fulfilled') servers.push(s.value); // stopped in `finally` even when another failed
+    const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+    if (failed) throw failed.reason;
+    const [plain, prefill, decode] = servers;
     const r = await startRouterChild(['--pd-disaggregation', '--prefill', prefill.base, String(bport), '--decode', decode.base]);
     router = r.child;
     out(`\n# serving: tsglang bench-serving --backend sglang --random-input-len ${values['input-len']} --random-output-len ${values['output-len']} --num-prompts ${values['num-prompts']} --max-concurrency 16 (make-tiny MiniMax-M2, each server --num-threads 1)`);

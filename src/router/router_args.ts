@@ -81,7 +81,7 @@ function metavar(s: FlagSpec): string {
 /** One argparse-style help entry: the flag and metavar, then the help text on the same line or the next one. */
 function entry(flag: string, help: string): string[] {
   const head = `  ${flag}`;
-  if (head.length <= 24) return [`${head.padEnd(24)}${help}`];
+  if (head.length <= 22) return [`${head.padEnd(24)}${help}`];
   return [head, `${' '.repeat(24)}${help}`];
 }
 
