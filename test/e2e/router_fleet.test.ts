@@ -60,9 +60,12 @@ test('PD fleet (2 prefill + 2 decode): each policy spreads as specified by the w
   const servers: ServeChild[] = [];
   const routers: RunningRouter[] = [];
   t.after(async () => {
-    for (const r of routers) await r.close();
-    for (const s of servers) if (s.child.exitCode === null) s.child.kill('SIGKILL');
-    rmSync(model, { recursive: true, force: true });
+    try {
+      for (const r of routers) await r.close().catch(() => undefined);
+    } finally {
+      for (const s of servers) if (s.child.exitCode === null) s.child.kill('SIGKILL');
+      rmSync(model, { recursive: true, force: true });
+    }
   });
   const common = ['--model-path', model, '--host', '127.0.0.1', '--num-threads', '1'];
   const bports = [await freePort(), await freePort()];
@@ -170,9 +173,12 @@ test('regular mode over two plain servers: round_robin, cache_aware prefix, manu
   const servers: ServeChild[] = [];
   const routers: RunningRouter[] = [];
   t.after(async () => {
-    for (const r of routers) await r.close();
-    for (const s of servers) await stopServe(s);
-    rmSync(model, { recursive: true, force: true });
+    try {
+      for (const r of routers) await r.close().catch(() => undefined);
+      for (const s of servers) await stopServe(s);
+    } finally {
+      rmSync(model, { recursive: true, force: true });
+    }
   });
   const common = ['--model-path', model, '--host', '127.0.0.1', '--num-threads', '1', '--enable-metrics'];
   servers.push(...(await Promise.all([startServe(common), startServe(common)])));
