@@ -1,18 +1,23 @@
 // Multi-node serving (SGLang's --nnodes / --node-rank / --dist-init-addr / --dist-timeout): one tsglang process per
-// node, all ranks of node k are threads of that process. Node 0 serves the TCP store and HTTP; every other node only
-// runs its ranks (no HTTP) and follows global rank 0's steps. The TP/world groups span the nodes through Gloo (the
-// whole group, also between ranks of one node: one code path, and sums in rank order = the same bits as one node).
+// node, all ranks of node k are threads of that process (global ranks k·tp/nnodes …, SGLang's order). Node 0 serves
+// the TCP store and HTTP; every other node serves no HTTP. Under TP/EP (and prefill CP) the other nodes only run their
+// ranks and follow global rank 0's steps; the TP/world/CP groups span the nodes through Gloo (the whole group, also
+// between ranks of one node: one code path, and sums in rank order = the same bits as one node). Under
+// --enable-dp-attention a node also hosts the engine cores of the attention-DP groups its ranks lead (attn_dp_rank =
+// tp_rank // attn_tp_size), which node 0's DP controller reaches over TCP (engine/remote_core.ts); the TP group is
+// Gloo, a group inside one node is in-process. Plain DP replicas across nodes are refused, as SGLang does.
 // A node that dies or never joins stops every other node with an error naming it, its ranks and --dist-init-addr.
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { InvalidRequestError, parseKvCacheDtype, UnsupportedFeatureError } from '../common/index.js';
 import type { Logger } from '../common/index.js';
-import type { KernelEnv, ServerArgs } from '../config/index.js';
+import { engineSlice, type KernelEnv, type ServerArgs } from '../config/index.js';
 import { bootstrapNodes, loadGlooAddon } from '../distributed/index.js';
 import type { NodeBootstrap } from '../distributed/index.js';
-import { runNodeRanks } from '../executor/index.js';
-import type { TpNodes } from '../executor/index.js';
+import { DpCoreHost, dpAttnCoreOptions, dpAttnProcessPlan, type DpNodesPlan, type EngineOptions } from '../engine/index.js';
+import { nodeOfRank, runNodeRanks, runRemoteLedDpAttnRanks } from '../executor/index.js';
+import type { DpAttnNodes, TpNodes } from '../executor/index.js';
 
 /** torch.distributed's default timeout (30 min) when --dist-timeout is not given. */
 const DEFAULT_DIST_TIMEOUT_S = 1800;
@@ -21,6 +26,8 @@ const DEFAULT_DIST_TIMEOUT_S = 1800;
 export interface Cluster {
   readonly bootstrap: NodeBootstrap;
   readonly tpNodes: TpNodes;
+  /** The DP-attention layout (--enable-dp-attention with --dp-size > 1), else null. */
+  readonly dpNodes: DpAttnNodes | null;
   readonly timeoutMs: number;
 }
 
@@ -39,7 +46,9 @@ export async function joinCluster(args: Readonly<ServerArgs>, modelPath: string,
   const ranksPerNode = args.tpSize / args.nnodes;
   const timeoutMs = (args.distTimeout ?? DEFAULT_DIST_TIMEOUT_S) * 1000;
   const config = createHash('sha256').update(readFileSync(join(modelPath, 'config.json'))).update(JSON.stringify(args.jsonModelOverrideArgs)).digest('hex').slice(0, 12);
-  const fingerprint = `tp_size=${args.tpSize} ep_size=${args.epSize} config.json#${config}`;
+  const dpAttention = args.enableDpAttention && args.dpSize > 1;
+  const fingerprint = `tp_size=${args.tpSize} ep_size=${args.epSize} dp_size=${args.dpSize} enable_dp_attention=${dpAttention} attn_cp_size=${args.attnCpSize} ` +
+    `enable_prefill_cp=${args.enablePrefillCp} speculative_algorithm=${args.speculativeAlgorithm} config.json#${config}`;
   logger.info(`node ${args.nodeRank} of ${args.nnodes}: joining through the TCP store at --dist-init-addr ${args.distInitAddr}${args.nodeRank === 0 ? ' (served here)' : ''}; ranks ${args.nodeRank * ranksPerNode}..${(args.nodeRank + 1) * ranksPerNode - 1} on this node`);
   const bootstrap = await bootstrapNodes({ nnodes: args.nnodes, nodeRank: args.nodeRank, distInitAddr: args.distInitAddr, timeoutMs, ranksPerNode, fingerprint });
   logger.info(`all ${args.nnodes} nodes joined (${bootstrap.nodes.map((n) => `node ${n.nodeRank}: ${n.addr}`).join(', ')})`);
@@ -49,7 +58,55 @@ export async function joinCluster(args: Readonly<ServerArgs>, modelPath: string,
     firstRank: bootstrap.firstRank,
     ranksPerNode,
   };
-  return { bootstrap, tpNodes, timeoutMs };
+  const dpNodes: DpAttnNodes | null = dpAttention ? { tp: tpNodes.tp, nodeRank: args.nodeRank, ranksPerNode } : null;
+  return { bootstrap, tpNodes, dpNodes, timeoutMs };
+}
+
+/**
+ * Node 0 under DP-attention: where the engine cores of the groups led by other nodes listen (each such node publishes
+ * its core host's address in the store once it listens).
+ * @throws DistributedError when a node does not publish it within --dist-timeout
+ */
+export async function dpNodesPlan(args: Readonly<ServerArgs>, cluster: Cluster): Promise<DpNodesPlan> {
+  const nodes = cluster.dpNodes!;
+  const a = args.tpSize / args.dpSize;
+  const remoteCores: DpNodesPlan['remoteCores'][number][] = [];
+  const addrs = new Map<number, string>();
+  for (let g = 0; g < args.dpSize; g++) {
+    const k = nodeOfRank(g * a, nodes);
+    if (k === nodes.nodeRank) continue;
+    if (!addrs.has(k)) addrs.set(k, await cluster.bootstrap.lookup(`dp_core/${k}`));
+    remoteCores.push({ dpRank: g, nodeRank: k, addr: addrs.get(k)! });
+  }
+  return { ...nodes, remoteCores };
+}
+
+/**
+ * A node > 0 under DP-attention: hosts the engine cores of the groups its ranks lead (node 0's DP controller connects
+ * to them) and runs its ranks of groups led by another node, until node 0 shuts down, a node is lost, a rank or core
+ * fails or a signal arrives.
+ * @returns the exit code: 0 after node 0's shutdown, 1 on a fault, 130/143 on SIGINT/SIGTERM
+ */
+async function runDpFollowerNode(args: Readonly<ServerArgs>, modelPath: string, env: KernelEnv, cluster: Cluster, logger: Logger): Promise<number> {
+  const { bootstrap } = cluster;
+  const nodes = cluster.dpNodes!;
+  const base: EngineOptions = { ...engineSlice(args, modelPath), kernelEnv: env };
+  const plan = dpAttnProcessPlan(base, nodes);
+  const host = plan.ledHere.length > 0 ? await DpCoreHost.listen(bootstrap.bindHost, plan.ledHere, (g) => dpAttnCoreOptions(base, plan, g), logger) : null;
+  if (host) await bootstrap.publish(`dp_core/${args.nodeRank}`, `${bootstrap.bindHost}:${host.port}`);
+  logger.info(`node ${args.nodeRank}: no HTTP server on this node (node 0 serves); ` +
+    (host ? `engine cores of DP ranks [${plan.ledHere.join(', ')}] for node 0's DP controller on ${bootstrap.bindHost}:${host.port}` : 'no attention-DP group is led by a rank of this node'));
+  const ranks = runRemoteLedDpAttnRanks({
+    tpSize: args.tpSize, epSize: args.epSize, dpSize: args.dpSize, modelPath, overrides: args.jsonModelOverrideArgs, threads: plan.numThreads,
+    kernelEnv: env, kvCacheDtype: parseKvCacheDtype(args.kvCacheDtype) ?? 'auto', groups: plan.groups, ...(plan.localRanks ? { localRanks: plan.localRanks } : {}),
+  }, nodes, logger);
+  // (those ranks leaving is not the end: the hosted cores run until node 0's shutdown)
+  const running = ranks.then(() => new Promise<void>(() => undefined));
+  return followUntilDone(args, bootstrap, running, logger, async (outcome) => {
+    // node 0 shut its cores down before announcing; a fault or a signal stops them here
+    if (outcome === 'shutdown' && host) await Promise.race([host.allExited(), new Promise((r) => setTimeout(r, 5000).unref())]);
+    await host?.close();
+  });
 }
 
 /**
@@ -57,6 +114,7 @@ export async function joinCluster(args: Readonly<ServerArgs>, modelPath: string,
  * @returns the exit code: 0 after node 0's shutdown, 1 on a fault, 130/143 on SIGINT/SIGTERM
  */
 export async function runFollowerNode(args: Readonly<ServerArgs>, modelPath: string, env: KernelEnv, cluster: Cluster, logger: Logger): Promise<number> {
+  if (cluster.dpNodes) return runDpFollowerNode(args, modelPath, env, cluster, logger);
   const { bootstrap } = cluster;
   logger.info(`node ${args.nodeRank}: no HTTP server on this node (node 0 serves); running TP ranks only`);
   const ranks = runNodeRanks({
@@ -69,8 +127,20 @@ export async function runFollowerNode(args: Readonly<ServerArgs>, modelPath: str
     kvCacheDtype: parseKvCacheDtype(args.kvCacheDtype) ?? 'auto',
     timeoutMs: cluster.timeoutMs,
     nodes: cluster.tpNodes,
+    ...(args.attnCpSize > 1 || args.enablePrefillCp ? { attnCpSize: engineSlice(args, modelPath).attnCpSize } : {}),
     logger,
   });
+  // The ranks get node 0's shutdown step too; give them a moment to leave their loops.
+  return followUntilDone(args, bootstrap, ranks, logger, async (outcome) => {
+    if (outcome === 'shutdown') await Promise.race([ranks.catch(() => undefined), new Promise((r) => setTimeout(r, 5000).unref())]);
+  });
+}
+
+/**
+ * Waits for the end of a node > 0: its ranks done, node 0's shutdown, a fault (a lost node, a failed rank) or a
+ * signal; runs `stop` with that outcome, leaves the cluster and returns the exit code.
+ */
+async function followUntilDone(args: Readonly<ServerArgs>, bootstrap: NodeBootstrap, ranks: Promise<void>, logger: Logger, stop: (outcome: string) => Promise<void>): Promise<number> {
   type Outcome = { kind: 'done' } | { kind: 'failed'; err: Error } | { kind: 'signal'; sig: string } | { kind: 'shutdown' };
   const outcome = await new Promise<Outcome>((resolve) => {
     ranks.then(() => resolve({ kind: 'done' }), (err: Error) => resolve({ kind: 'failed', err }));
@@ -78,10 +148,7 @@ export async function runFollowerNode(args: Readonly<ServerArgs>, modelPath: str
     bootstrap.waitShutdown().then(() => resolve({ kind: 'shutdown' }), () => undefined);
     for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => resolve({ kind: 'signal', sig }));
   });
-  if (outcome.kind === 'shutdown') {
-    // The ranks get node 0's shutdown step too; give them a moment to leave their loops.
-    await Promise.race([ranks.catch(() => undefined), new Promise((r) => setTimeout(r, 5000).unref())]);
-  }
+  await stop(outcome.kind);
   await bootstrap.close();
   if (outcome.kind === 'done' || outcome.kind === 'shutdown') {
     logger.info(`node ${args.nodeRank}: node 0 shut down; exiting`);

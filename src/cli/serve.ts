@@ -19,7 +19,7 @@ import { REASONING_PARSER_NAMES, TOOL_CALL_PARSER_NAMES } from '../parsers/index
 import { BuilderChatPrompt, HttpServer, ParserChatOutput, PLAIN_CHAT_OUTPUT, ServerMetrics } from '../server/index.js';
 import { ChatPromptBuilder } from '../tokenizer/index.js';
 import { ensureEmbeddedModel } from './embedded_model.js';
-import { joinCluster, runFollowerNode } from './multinode.js';
+import { dpNodesPlan, joinCluster, runFollowerNode } from './multinode.js';
 import { exitProcessNow } from '../distributed/index.js';
 import type { Cluster } from './multinode.js';
 
@@ -118,10 +118,12 @@ export async function run(argv: string[]): Promise<number> {
     }
 
     // 2. engine (worker thread): loads weights, sizes the KV pool; prompts are tokenized in a tokenizer worker thread
+    // (multi-node DP-attention: the DP controller reaches the cores of groups led by other nodes over TCP)
+    const nodesPart = cluster ? (cluster.dpNodes ? { dpNodes: await dpNodesPlan(args, cluster) } : { tpNodes: cluster.tpNodes }) : {};
     engine = await Engine.create({
       ...engineSlice(args, modelPath), kernelEnv: env, useWorkerThread: true, tokenizerWorker: true,
       ...(env.tokenizeTimeoutMs !== null ? { tokenizeTimeoutMs: env.tokenizeTimeoutMs } : {}),
-      ...(cluster ? { tpNodes: cluster.tpNodes } : {}),
+      ...nodesPart,
     }, logger);
     engine.onFatal(onFatal);
     // 3. HTTP server

@@ -72,7 +72,6 @@ test('parse errors name the flag', () => {
 test('flags whose feature is not built stop start-up with a message saying so', () => {
   const dir = checkpointDir();
   const cases: [string[], RegExp][] = [
-    [['--dp', '2', '--tp', '4', '--enable-dp-attention', '--nnodes', '2', '--dist-init-addr', '10.0.0.1:5000'], /data parallelism across nodes \(--dp-size 2 with --nnodes 2\).*not supported by tsglang yet/],
     [['--speculative-algorithm', 'EAGLE3'], /speculative algorithm EAGLE3 .*EAGLE, NEXTN and STANDALONE are built.*not supported by tsglang yet/],
     [['--speculative-algorithm', 'NGRAM'], /speculative algorithm NGRAM/],
     [['--kv-cache-dtype', 'fp4_e2m1'], /KV cache dtype 'fp4_e2m1'/],
@@ -244,4 +243,15 @@ test('speculative flags: SGLang names and defaults, EAGLE / NEXTN / STANDALONE a
   const msgs = checkServerArgs(bad.args, bad.given, 2).problems.map((p) => p.message);
   assert.ok(msgs.includes('argument --speculative-num-draft-tokens: must be ≥ 2, got 1'), msgs.join('\n'));
   assert.ok(msgs.some((m) => /--speculative-accept-threshold-acc: must be in \(0, 1\]/.test(m)));
+});
+
+test('across nodes: attention-DP groups and prefill CP are accepted; plain DP replicas are refused with SGLang\'s message', () => {
+  const dir = checkpointDir();
+  const check = (argv: string[]) => {
+    const p = parseServerArgs(['--model-path', dir, '--nnodes', '2', '--dist-init-addr', '10.0.0.1:5000', ...argv]);
+    return () => validateServerArgs(p.args, p.given, 2);
+  };
+  assert.doesNotThrow(check(['--tp', '16', '--dp', '2', '--enable-dp-attention']));
+  assert.doesNotThrow(check(['--tp', '8', '--enable-prefill-cp', '--attn-cp-size', '8', '--cp-strategy', 'interleave']));
+  assert.throws(check(['--tp', '4', '--dp', '2']), (e: unknown) => e instanceof InvalidRequestError && /argument --dp-size: multi-node data parallel is not supported unless dp attention!/.test(e.message));
 });

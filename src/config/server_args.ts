@@ -426,6 +426,8 @@ const VALUE_RULES: readonly ValueRule[] = [
   ['attn-cp-size', (a) => (a.attnCpSize > 1 && a.tpSize % (a.attnCpSize * a.dpSize) !== 0 ? `must divide tp_size / dp_size: tp_size % (dp_size * attn_cp_size) == 0 is required, got ${a.tpSize} % (${a.dpSize} * ${a.attnCpSize})` : null)],
   ['cp-strategy', (a) => ((a.enablePrefillCp || a.attnCpSize > 1) && a.dpSize > 1 ? `interleave prefill CP does not support --dp-size greater than 1 (got ${a.dpSize}); keep --dp 1` : null)],
   ['dp-size', (a) => (a.enableDpAttention && a.tpSize % a.dpSize !== 0 ? `--enable-dp-attention needs tp_size % dp_size == 0, got ${a.tpSize} % ${a.dpSize} = ${a.tpSize % a.dpSize}` : null)],
+  // SGLang's check_server_args: DP replicas stay on one node; across nodes only attention-DP groups
+  ['dp-size', (a) => (a.dpSize > 1 && a.nnodes !== 1 && !a.enableDpAttention ? 'multi-node data parallel is not supported unless dp attention!' : null)],
   ['model-path', (a) => (a.modelPath !== null && (!existsSync(a.modelPath) || !statSync(a.modelPath).isDirectory())
     ? `'${a.modelPath}' is not a local directory (tsglang has no model hub: pass a checkpoint directory, or omit --model-path for the embedded model)`
     : a.modelPath !== null && !existsSync(join(a.modelPath, 'config.json'))
@@ -448,13 +450,12 @@ const VALUE_RULES: readonly ValueRule[] = [
 type NotBuiltRule = (a: Readonly<ServerArgs>, given: ReadonlySet<string>, machineCpus: number) => string | null;
 
 const NOT_BUILT_RULES: readonly NotBuiltRule[] = [
-  // --dp-size on one node: engine/dp_controller.ts (replicas, or attention-DP groups with --enable-dp-attention)
-  (a) => (a.dpSize > 1 && a.nnodes > 1 ? `data parallelism across nodes (--dp-size ${a.dpSize} with --nnodes ${a.nnodes})` : null),
+  // --dp-size: engine/dp_controller.ts (replicas on one node, or attention-DP groups with --enable-dp-attention, also
+  // across nodes: engine/remote_core.ts)
   (a) => (a.ppSize > 1 ? `pipeline parallelism (--pp-size ${a.ppSize})` : null),
   // --nnodes > 1: cli/multinode.ts (needs Gloo; checks --dist-init-addr and tp_size % nnodes)
-  // --enable-prefill-cp --cp-strategy interleave on one node with dp = 1: layers/context_parallel.ts (DeepSeek MLA)
+  // --enable-prefill-cp --cp-strategy interleave with dp = 1 (also across nodes): layers/context_parallel.ts (DeepSeek MLA)
   (a) => (a.cpStrategy === 'zigzag' ? 'zigzag prefill context parallelism (--cp-strategy zigzag; SGLang has it unavailable for DeepSeek V3.2 too: use interleave)' : null),
-  (a) => ((a.enablePrefillCp || a.attnCpSize > 1) && a.nnodes > 1 ? `prefill context parallelism across nodes (--enable-prefill-cp with --nnodes ${a.nnodes})` : null),
   (a) => (a.speculativeAlgorithm === 'EAGLE3' || a.speculativeAlgorithm === 'NGRAM' ? `speculative algorithm ${a.speculativeAlgorithm} (--speculative-algorithm; EAGLE, NEXTN and STANDALONE are built)` : null),
   (a) => (a.kvCacheDtype === 'fp4_e2m1' ? `KV cache dtype '${a.kvCacheDtype}' (--kv-cache-dtype; auto = f32, bf16, fp8_e4m3 and fp8_e5m2 are built)` : null),
   (a) => (a.quantization !== null && a.quantization !== 'fp8' ? `quantization '${a.quantization}' (--quantization; FP8 block-scaled checkpoints are built)` : null),

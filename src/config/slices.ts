@@ -51,6 +51,12 @@ export interface EngineSlice {
   /** --tp-size / --ep-size (ranks are worker threads of the engine core). */
   readonly tpSize: number;
   readonly epSize: number;
+  /** --dp-size, --enable-dp-attention (only with dp > 1), --load-balance-method. */
+  readonly dpSize: number;
+  readonly enableDpAttention: boolean;
+  readonly loadBalanceMethod: string;
+  /** Prefill CP group size (--attn-cp-size, or tp / dp with --enable-prefill-cp alone; 1 = off). */
+  readonly attnCpSize: number;
   /** --dist-timeout, seconds (null = the default 30 minutes). */
   readonly distTimeout: number | null;
   readonly logLevel: string;

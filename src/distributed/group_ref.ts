@@ -33,3 +33,13 @@ export function abortCommunicator(c: Communicator): void {
   if (typeof a === 'function') a.call(c);
   else c.close();
 }
+
+/**
+ * Another Gloo group of the same cluster and start-up as `base` (the same TCP store and run prefix), named `name`
+ * with `size` ranks: every node derives the same group from its own `base` (its bind address kept), so the ranks meet.
+ */
+export function glooSubgroupRef(base: GlooGroupRef, name: string, size: number): GlooGroupRef {
+  const suffix = `${base.spec.name}/`;
+  const root = base.spec.prefix.endsWith(suffix) ? base.spec.prefix.slice(0, -suffix.length) : base.spec.prefix;
+  return { backend: 'gloo', spec: { ...base.spec, name, prefix: `${root}${name}/`, size } };
+}

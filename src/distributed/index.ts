@@ -10,7 +10,8 @@ export type { LocalGroupHandle, LocalGroupOptions, SabLocalGroupHandle } from '.
 export { exitProcessNow, GLOO_PACKAGE, GlooCommunicator, loadGlooAddon } from './gloo_communicator.js';
 export type { GlooAddon, GlooGroupSpec } from './gloo_communicator.js';
 export { TcpStoreClient, TcpStoreServer } from './tcp_store.js';
-export { abortCommunicator, openGroup } from './group_ref.js';
+export { abortCommunicator, glooSubgroupRef, openGroup } from './group_ref.js';
 export type { GlooGroupRef, GroupRef } from './group_ref.js';
+export { FramedLink, listenFramed } from './framed_link.js';
 export { bootstrapNodes, NodeBootstrap, parseDistInitAddr } from './node_bootstrap.js';
 export type { NodeBootstrapOptions } from './node_bootstrap.js';

@@ -114,6 +114,23 @@ export class NodeBootstrap {
     return { backend: 'gloo', spec };
   }
 
+  /** Publishes `value` under this start-up's `key` in the store (e.g. where a node serves its engine cores). */
+  async publish(key: string, value: string): Promise<void> {
+    await this.client.set(`${this.runId}/${key}`, value);
+  }
+
+  /**
+   * Waits (up to --dist-timeout) for another node's `key` and returns its value.
+   * @throws DistributedError naming the key and --dist-init-addr when it does not appear in time
+   */
+  async lookup(key: string): Promise<string> {
+    try {
+      return (await this.client.get(`${this.runId}/${key}`, this.options.timeoutMs)).toString('utf8');
+    } catch (err) {
+      throw new DistributedError(`'${key}' did not appear in the TCP store within ${this.options.timeoutMs / 1000} s (--dist-timeout) (${this.where()})`, { cause: err });
+    }
+  }
+
   /** Registers a callback for the first fatal fault (a node lost); called at most once. */
   onFatal(cb: (err: DistributedError) => void): void {
     if (this.fatal) cb(this.fatal);

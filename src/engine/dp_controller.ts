@@ -11,9 +11,9 @@
 import { availableParallelism } from 'node:os';
 import { InvalidRequestError } from '../common/index.js';
 import type { Logger } from '../common/index.js';
-import { createLocalGroup, type GroupRef } from '../distributed/index.js';
-import { breakGroups, defaultThreadsPerRank, type DpAttnGroupRefs } from '../executor/index.js';
+import { breakGroups, defaultThreadsPerRank, dpAttnGroupRefs, nodeOfRank, type DpAttnGroupRefs, type DpAttnNodes, type RankRange } from '../executor/index.js';
 import type { FromCoreMsg, ToCoreMsg } from './messages.js';
+import { RemoteCoreTransport } from './remote_core.js';
 import { WorkerTransport, type CoreTransport } from './transport.js';
 import type { EngineLoad, EngineOptions } from './types.js';
 
@@ -61,20 +61,44 @@ export class DpLoadBalancer {
   }
 }
 
-/** The groups of a DP-attention layout: the TP group, and per attention-DP group its attn_tp and step groups. */
-function makeDpAttnGroups(tp: number, dp: number, timeoutMs: number): DpAttnGroupRefs {
+/** This process's part of a DP-attention layout (made once per process: its in-process groups live here). */
+export interface DpAttnProcessPlan {
+  readonly groups: DpAttnGroupRefs;
+  /** The ranks of this process (node); absent on one node (every rank). */
+  readonly localRanks?: RankRange;
+  /** Compute threads per rank: this machine's cores over the ranks of this process. */
+  readonly numThreads: number;
+  /** DP ranks whose leader (attn_tp rank 0) runs in this process. */
+  readonly ledHere: readonly number[];
+}
+
+/**
+ * Plans this process's part of `--tp T --dp D --enable-dp-attention` (on one node, or node `nodes.nodeRank`).
+ * @throws InvalidRequestError when dp does not divide tp
+ */
+export function dpAttnProcessPlan(options: EngineOptions, nodes: DpAttnNodes | null): DpAttnProcessPlan {
+  const dp = options.dpSize ?? 1;
+  const tp = options.tpSize ?? 1;
+  if (tp % dp !== 0) throw new InvalidRequestError(`--enable-dp-attention needs tp_size % dp_size == 0, got ${tp} % ${dp} = ${tp % dp}`, 'dp_size');
   const a = tp / dp;
-  const one = (name: string): GroupRef | null => (a > 1 ? createLocalGroup(a, { name, timeoutMs }) : null);
+  const here = nodes?.nodeRank ?? 0;
   return {
-    tp: createLocalGroup(tp, { name: 'tp', timeoutMs }),
-    attn: Array.from({ length: dp }, (_, g) => one(`attn_tp${g}`)),
-    step: Array.from({ length: dp }, (_, g) => one(`dp${g}_step`)),
+    groups: dpAttnGroupRefs(tp, dp, (options.distTimeout ?? 1800) * 1000, nodes),
+    ...(nodes ? { localRanks: { first: here * nodes.ranksPerNode, count: nodes.ranksPerNode } } : {}),
+    numThreads: options.numThreads ?? defaultThreadsPerRank(nodes ? nodes.ranksPerNode : tp, availableParallelism()),
+    ledHere: Array.from({ length: dp }, (_, g) => g).filter((g) => nodeOfRank(g * a, nodes) === here),
   };
+}
+
+/** The options of attention-DP group g's engine core (a worker thread of the process that planned `plan`). */
+export function dpAttnCoreOptions(options: EngineOptions, plan: DpAttnProcessPlan, g: number): EngineOptions {
+  const { dpNodes: _nodes, ...rest } = options;
+  return { ...rest, numThreads: plan.numThreads, dpAttention: { dpRank: g, groups: plan.groups, ...(plan.localRanks ? { localRanks: plan.localRanks } : {}) } };
 }
 
 /** CoreTransport over dp engine cores (worker threads). */
 export class DpControllerTransport implements CoreTransport {
-  private readonly cores: WorkerTransport[] = [];
+  private readonly cores: CoreTransport[] = [];
   private readonly lb: DpLoadBalancer;
   private readonly lockstep: boolean;
   private handler: (msg: FromCoreMsg) => void = () => {};
@@ -94,20 +118,23 @@ export class DpControllerTransport implements CoreTransport {
     const tp = options.tpSize ?? 1;
     this.lockstep = options.enableDpAttention === true;
     this.lb = new DpLoadBalancer(dp, options.loadBalanceMethod ?? 'auto');
-    if (this.lockstep && tp % dp !== 0) throw new InvalidRequestError(`--enable-dp-attention needs tp_size % dp_size == 0, got ${tp} % ${dp} = ${tp % dp}`, 'dp_size');
     const timeoutMs = (options.distTimeout ?? 1800) * 1000;
-    const groups = this.lockstep ? makeDpAttnGroups(tp, dp, timeoutMs) : null;
-    // threads per rank: every rank of every group shares this machine's cores
-    const numThreads = options.numThreads ?? defaultThreadsPerRank(this.lockstep ? tp : tp * dp, availableParallelism());
+    const nodes = options.dpNodes ?? null;
+    const plan = this.lockstep ? dpAttnProcessPlan(options, nodes) : null;
+    // threads per rank (plain DP): every rank of every replica shares this machine's cores
+    const numThreads = options.numThreads ?? defaultThreadsPerRank(tp * dp, availableParallelism());
     for (let g = 0; g < dp; g++) {
-      const o: EngineOptions = { ...options, numThreads, ...(groups ? { dpAttention: { dpRank: g, groups } } : { dpRank: g }) };
-      const core = new WorkerTransport(o);
+      const remote = nodes?.remoteCores.find((c) => c.dpRank === g);
+      const core: CoreTransport = remote
+        ? new RemoteCoreTransport(remote.addr, g, `node ${remote.nodeRank} (ranks ${g * (tp / dp)}..${(g + 1) * (tp / dp) - 1})`, timeoutMs)
+        : new WorkerTransport(plan ? dpAttnCoreOptions(options, plan, g) : { ...options, numThreads, dpRank: g });
       core.onMessage((m) => this.fromCore(g, m));
-      // a group that dies breaks the TP group: the others stop waiting for it in the step exchange at once
-      if (groups) core.onFatal((e) => breakGroups([groups.tp], [], g * (tp / dp), `DP rank ${g} died: ${e.message}`));
+      // a group that dies breaks the (in-process) TP group: the others stop waiting for it in the step exchange at once
+      if (plan) core.onFatal((e) => breakGroups([plan.groups.tp], [], g * (tp / dp), `DP rank ${g} died: ${e.message}`));
       this.cores.push(core);
     }
-    logger.info(`DP controller: ${dp} ${this.lockstep ? `attention-DP groups of attn_tp_size ${tp / dp} (tp_size ${tp})` : `replicas of tp_size ${tp}`}, load_balance_method=${this.lb.method}`);
+    const remote = nodes ? `; groups led by other nodes: ${nodes.remoteCores.map((c) => `DP${c.dpRank} on node ${c.nodeRank} (${c.addr})`).join(', ')}` : '';
+    logger.info(`DP controller: ${dp} ${this.lockstep ? `attention-DP groups of attn_tp_size ${tp / dp} (tp_size ${tp})` : `replicas of tp_size ${tp}`}, load_balance_method=${this.lb.method}${remote}`);
   }
 
   send(msg: ToCoreMsg): void {
@@ -236,6 +263,14 @@ export function combineLoads(loads: readonly EngineLoad[]): EngineLoad {
     kvCacheCommittedBytes: sum((l) => l.kvCacheCommittedBytes),
     numGrammarQueueReqs: sum((l) => l.numGrammarQueueReqs),
     numSoRequests: sum((l) => l.numSoRequests),
+    ...(loads.some((l) => l.avgSpecAcceptLength !== undefined) ? specOf(loads) : {}),
     dpLoads: loads,
   };
+}
+
+/** Speculative averages over the groups that verified anything (each group's own average stays in dpLoads). */
+function specOf(loads: readonly EngineLoad[]): Pick<EngineLoad, 'avgSpecAcceptLength' | 'specAcceptRate'> {
+  const active = loads.filter((l) => (l.avgSpecAcceptLength ?? 0) > 0);
+  const mean = (f: (l: EngineLoad) => number | undefined): number => (active.length > 0 ? active.reduce((s, l) => s + (f(l) ?? 0), 0) / active.length : 0);
+  return { avgSpecAcceptLength: mean((l) => l.avgSpecAcceptLength), specAcceptRate: mean((l) => l.specAcceptRate) };
 }

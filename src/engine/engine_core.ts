@@ -181,6 +181,7 @@ export class EngineCore {
           rank: options.dpAttention.dpRank * (tpSize / dpSize), tpSize, epSize: options.epSize ?? 1, dpSize,
           modelPath: options.modelPath, overrides: options.jsonModelOverrideArgs ?? {},
           threads: options.numThreads ?? defaultThreadsPerRank(tpSize), groups: options.dpAttention.groups,
+          ...(options.dpAttention.localRanks ? { localRanks: options.dpAttention.localRanks } : {}),
           ...(options.kernelEnv ? { kernelEnv: options.kernelEnv } : {}), kvCacheDtype: kvCacheDtype ?? 'auto',
         }, logger);
         loaded = { model: launch.model, config: launch.rank0.config };

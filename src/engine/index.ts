@@ -9,3 +9,5 @@ export * from './tokenizer_manager.js';
 export * from './engine_core.js';
 export * from './transport.js';
 export * from './engine.js';
+export * from './dp_controller.js';
+export * from './remote_core.js';

@@ -5,10 +5,17 @@
 //          ──TokenizedReq──▶ scheduler + model + detokenizer (worker thread, or in-process for tests)
 //          ◀──GenerateOutput (AsyncIterable, one per emission)── Engine
 import type { KernelEnv } from '../config/index.js';
-import type { DpAttnGroupRefs, TpNodes } from '../executor/index.js';
+import type { DpAttnGroupRefs, DpAttnNodes, RankRange, TpNodes } from '../executor/index.js';
 import type { SamplingParamsInput } from '../sampling/index.js';
 import type { BootstrapInfo, FinishReasonData, SchedulePolicy } from '../scheduler/index.js';
 import type { ProfileReply, ProfileRequest } from './profiler.js';
+
+
+/** A multi-node DP-attention layout as node 0 sees it (plain data). */
+export interface DpNodesPlan extends DpAttnNodes {
+  /** Where each group led by another node has its engine core: its DP rank, node, and "host:port" of that node. */
+  readonly remoteCores: readonly { readonly dpRank: number; readonly nodeRank: number; readonly addr: string }[];
+}
 
 export type { ProfileReply, ProfileRequest };
 
@@ -169,8 +176,16 @@ export interface EngineOptions {
   readonly enableDpAttention?: boolean;
   /** --load-balance-method of the DP controller: auto / round_robin, shortest_queue, minimum_tokens. */
   readonly loadBalanceMethod?: string;
-  /** Set by the DP controller on each attention-DP group's core: its group and the groups' communicators. */
-  readonly dpAttention?: { readonly dpRank: number; readonly groups: DpAttnGroupRefs };
+  /**
+   * Set by the DP controller (or a node's core host) on each attention-DP group's core: its group, the groups'
+   * communicators and the ranks of its process (node).
+   */
+  readonly dpAttention?: { readonly dpRank: number; readonly groups: DpAttnGroupRefs; readonly localRanks?: RankRange };
+  /**
+   * --nnodes > 1 with --enable-dp-attention, on node 0 (cli/multinode.ts): the node layout and where the engine
+   * cores of the groups led by other nodes listen (engine/remote_core.ts).
+   */
+  readonly dpNodes?: DpNodesPlan;
   /**
    * Prefill context parallelism (--enable-prefill-cp --cp-strategy interleave, --attn-cp-size): the attention CP group
    * size (default 1 = off; must divide tpSize; DeepSeek only). Extend batches are split token-wise over the group.

@@ -1,35 +1,84 @@
 // Attention data parallelism on rank threads (SGLang --enable-dp-attention; serving-spec §7.2). The TP group of tp
-// ranks forms dp attention-DP groups of attn_tp = tp / dp ranks. Each group has its own engine core (scheduler,
-// requests, radix cache, KV pool) on the thread of its attn_tp rank 0, the group leader; the leader's model is a
-// DpAttnForwardModel: it sends each step to the group's other ranks (threads it starts, over the group's step channel),
-// exchanges [tokens, has-work, message seq] with every rank of the TP group (SGLang prepare_mlp_sync_batch: the
-// batch sizes of every group, each step), and runs its shard; the per-layer dp_gather / dp_scatter around the MLPs
-// (layers/dp_attention.ts) then meet on every rank. A group with nothing to run while another runs steps with an idle
-// batch (no tokens) so every collective meets: the engine core calls afterIteration() after every scheduler step.
+// ranks forms dp attention-DP groups of attn_tp = tp / dp ranks (attn_dp_rank = tp_rank // attn_tp_size; ranks laid
+// over nodes in order, tp_size / nnodes per node, as SGLang's launch_tensor_parallel_group). Each group has its own
+// engine core (scheduler, requests, radix cache, KV pool) on the thread of its attn_tp rank 0, the group leader, on the
+// node holding that rank; the leader's model is a DpAttnForwardModel (dp_lockstep.ts): it sends each step to the
+// group's other ranks (threads it starts, or threads of another node when the group spans nodes, over the group's step
+// channel), joins the step exchange with every rank of the TP group and runs its shard; the per-layer dp_gather /
+// dp_scatter around the MLPs (layers/dp_attention.ts) then meet on every rank. A group with nothing to run while
+// another runs steps with an idle batch (no tokens) so every collective meets: the engine core calls afterIteration()
+// after every scheduler step. Groups inside one process use shared-memory communicators; the TP group across nodes,
+// and a group spanning nodes, use Gloo.
 import { Worker } from 'node:worker_threads';
 import { DistributedError, ModelLoadError, SILENT_LOGGER } from '../common/index.js';
 import type { KvCacheDtype, Logger } from '../common/index.js';
 import type { KernelEnv } from '../config/index.js';
-import { openGroup, type Communicator, type GroupRef } from '../distributed/index.js';
+import { createLocalGroup, glooSubgroupRef, openGroup, type Communicator, type GlooGroupRef, type GroupRef } from '../distributed/index.js';
 import { createOps } from '../kernels/index.js';
-import { dpAttentionGroups, type DpAttention, type ForwardBatch, type ForwardOutput } from '../layers/index.js';
-import { KVPool, type KVPoolLayout } from '../mem_cache/index.js';
+import { dpAttentionGroups, type DpAttention } from '../layers/index.js';
+import { KVPool } from '../mem_cache/index.js';
 import { loadModel, type LoadedModel } from '../models/index.js';
-import type { ForwardModel } from './model_runner.js';
+import { DpAttnForwardModel, lockstepSync } from './dp_lockstep.js';
 import { CommStepChannel, RankBoard, type RankBoardHandle, type StepChannel } from './rank_channel.js';
-import { decodeStep, encodeForwardStep, encodeShutdownStep } from './step_codec.js';
+import { decodeStep } from './step_codec.js';
 import { breakGroups } from './tp_runner.js';
 
-/** The groups of a DP-attention layout, made once on the thread that starts the group leaders (plain data). */
+/** The groups of a DP-attention layout, made once per process on the thread that starts its ranks (plain data). */
 export interface DpAttnGroupRefs {
   /** The whole TP group (tp ranks): the step sync, the MLPs' collectives and dp_gather. */
   readonly tp: GroupRef;
-  /** Per group: its attn_tp group (attention, embedding, LM head) and its step channel; null when attn_tp = 1. */
+  /**
+   * Per group: its attn_tp group (attention, embedding, LM head) and its step channel; null when attn_tp = 1 or when
+   * no rank of the group runs in this process.
+   */
   readonly attn: readonly (GroupRef | null)[];
   readonly step: readonly (GroupRef | null)[];
 }
 
-/** One rank's start-up data (a group leader's engine core, or a rank thread it starts). */
+/** A node's place in a multi-node DP-attention layout (--nnodes > 1; plain data). */
+export interface DpAttnNodes {
+  /** The Gloo TP group over every node. */
+  readonly tp: GlooGroupRef;
+  readonly nodeRank: number;
+  /** TP ranks per node (tp_size / nnodes): node k runs global ranks k·ranksPerNode … (k+1)·ranksPerNode − 1. */
+  readonly ranksPerNode: number;
+}
+
+/** The ranks [first, first + count) that run in this process. */
+export interface RankRange {
+  readonly first: number;
+  readonly count: number;
+}
+
+/** The node of global rank `rank` (0 on one node). */
+export function nodeOfRank(rank: number, nodes: DpAttnNodes | null | undefined): number {
+  return nodes ? Math.floor(rank / nodes.ranksPerNode) : 0;
+}
+
+/**
+ * The groups of a DP-attention layout as seen from this process: on one node every group is in-process; across
+ * nodes the TP group is Gloo, a group inside this node is in-process, a group spanning nodes is Gloo (named
+ * attn_tp<g> / dp<g>_step, the same on every node) and a group wholly on another node is null here.
+ * @param timeoutMs --dist-timeout in ms (in-process groups' collective timeout)
+ */
+export function dpAttnGroupRefs(tpSize: number, dpSize: number, timeoutMs: number, nodes?: DpAttnNodes | null): DpAttnGroupRefs {
+  const a = tpSize / dpSize;
+  const attn: (GroupRef | null)[] = [];
+  const step: (GroupRef | null)[] = [];
+  for (let g = 0; g < dpSize; g++) {
+    const [first, last] = [nodeOfRank(g * a, nodes), nodeOfRank((g + 1) * a - 1, nodes)];
+    const one = (name: string): GroupRef | null => {
+      if (a === 1) return null;
+      if (nodes && first !== last) return glooSubgroupRef(nodes.tp, name, a);
+      return first === (nodes?.nodeRank ?? 0) ? createLocalGroup(a, { name, timeoutMs }) : null;
+    };
+    attn.push(one(`attn_tp${g}`));
+    step.push(one(`dp${g}_step`));
+  }
+  return { tp: nodes ? nodes.tp : createLocalGroup(tpSize, { name: 'tp', timeoutMs }), attn, step };
+}
+
+/** One rank's start-up data (a group leader's engine core, or a rank thread). */
 export interface DpAttnRankInit {
   /** Global TP rank. */
   readonly rank: number;
@@ -42,157 +91,21 @@ export interface DpAttnRankInit {
   readonly kernelEnv?: KernelEnv;
   readonly kvCacheDtype?: KvCacheDtype;
   readonly groups: DpAttnGroupRefs;
-  /** The group's start-up board (attn_tp entries), when the rank is not a leader. */
+  /** The ranks of this process (default: every rank); a leader starts only its group's ranks among them. */
+  readonly localRanks?: RankRange;
+  /** The start-up board (attn_tp entries, by attn_tp rank) of the process's ranks of the group, when not a leader. */
   readonly board?: RankBoardHandle;
 }
 
-/** The per-step exchange result: every group's token count and whether any group still has work. */
-export interface LockstepSync {
-  /** [dpSize] token rows of each group this step. */
-  readonly counts: readonly number[];
-  readonly anyTokens: boolean;
-  /** Whether the groups should keep stepping (tokens, work, or a message not yet seen by every group). */
-  readonly again: boolean;
+/** The group refs a rank belongs to (to break them on a failure). */
+export function dpAttnRankRefs(init: DpAttnRankInit): GroupRef[] {
+  const g = Math.floor(init.rank / (init.tpSize / init.dpSize));
+  return [init.groups.tp, init.groups.attn[g], init.groups.step[g]].filter((r): r is GroupRef => r !== null);
 }
 
-/**
- * Exchanges [numTokens, hasWork, seq] over the TP group (one all-gather) and reads each group's values from its leader
- * (attn_tp rank 0). `seq` is the count of controller messages the group has handled: groups stop stepping only when
- * every group has seen the same messages, so a request that reaches one group while the others stop still runs.
- * @throws DistributedError when a peer fails or the group is broken
- */
-export function lockstepSync(tp: Communicator | null, dpSize: number, numTokens: number, hasWork: boolean, seq: number): LockstepSync {
-  if (tp === null) return { counts: [numTokens], anyTokens: numTokens > 0, again: numTokens > 0 || hasWork };
-  const attnTp = tp.size / dpSize;
-  const mine = Int32Array.of(numTokens, hasWork ? 1 : 0, seq);
-  const all = new Int32Array(3 * tp.size);
-  tp.allGather(mine, all);
-  const counts: number[] = [];
-  let anyWork = false;
-  let seqMin = Infinity;
-  let seqMax = -Infinity;
-  for (let g = 0; g < dpSize; g++) {
-    const o = 3 * g * attnTp;
-    counts.push(all[o]);
-    anyWork ||= all[o + 1] !== 0;
-    seqMin = Math.min(seqMin, all[o + 2]);
-    seqMax = Math.max(seqMax, all[o + 2]);
-  }
-  const anyTokens = counts.some((c) => c > 0);
-  return { counts, anyTokens, again: anyTokens || anyWork || seqMin !== seqMax };
-}
-
-/** An empty forward (an idle batch: no requests, no tokens) over `kvPool`. */
-export function idleBatch(kvPool: KVPool): ForwardBatch {
-  const z = new Int32Array(0);
-  return {
-    forwardMode: 'idle', numReqs: 0, numTokens: 0, inputIds: z, positions: z, outCacheLoc: z, extendPrefixLens: z, extendSeqLens: z,
-    seqLens: z, extendStartLoc: z, reqPoolIndices: z, reqToToken: z, reqToTokenStride: 1, logitRows: z, kvPool,
-  };
-}
-
-/** What an engine core needs of a model that steps in lockstep with other groups. */
-export interface LockstepModel {
-  /** Records the seq of a controller message this core handled. */
-  noteSeq(seq: number): void;
-  /**
-   * Called after every scheduler step: when the step ran no forward, joins the step exchange with no tokens and runs
-   * an idle batch if another group runs. @returns whether to step again
-   * @throws DistributedError when a peer failed
-   */
-  afterIteration(hasWork: boolean): boolean;
-}
-
-/** True when `m` steps in lockstep (DpAttnForwardModel). */
-export function isLockstepModel(m: unknown): m is LockstepModel & ForwardModel {
-  return typeof (m as Partial<LockstepModel>)?.afterIteration === 'function';
-}
-
-/** A group leader's model (attn_tp rank 0 of attention-DP group `dpRank`). */
-export class DpAttnForwardModel implements ForwardModel, LockstepModel {
-  private closed = false;
-  private seq = 0;
-  private synced = false;
-  private last: LockstepSync | null = null;
-  private readonly poolIds = new WeakMap<KVPool, number>();
-  private nextPoolId = 0;
-  private idlePool: KVPool | null = null;
-  /** Set by the first failed step (the groups are then broken): every later step throws at once. */
-  private broken: string | null = null;
-
-  constructor(
-    readonly local: ForwardModel,
-    private readonly dp: DpAttention,
-    private readonly tp: Communicator,
-    /** The group's step channel (null when attn_tp = 1). */
-    private readonly channel: StepChannel | null,
-    private readonly abort: (reason: string) => void,
-    private readonly onClose: () => void,
-  ) {}
-
-  kvPoolLayout(kvCacheDtype?: KvCacheDtype): KVPoolLayout {
-    return this.local.kvPoolLayout(kvCacheDtype);
-  }
-
-  noteSeq(seq: number): void {
-    this.seq = Math.max(this.seq, seq);
-  }
-
-  /** @throws DistributedError when a peer fails (the groups are then broken) */
-  forward(batch: ForwardBatch): ForwardOutput {
-    if (this.closed) throw new DistributedError('attention-DP ranks are shut down');
-    return this.run(batch, true);
-  }
-
-  afterIteration(hasWork: boolean): boolean {
-    if (this.closed) return false;
-    if (!this.synced) {
-      this.idlePool ??= new KVPool(this.local.kvPoolLayout(), 1, 1);
-      this.run(idleBatch(this.idlePool), hasWork);
-    }
-    this.synced = false;
-    return this.last?.again ?? false;
-  }
-
-  /** Non-null once a step failed (this group's or another's): the groups are broken. */
-  brokenReason(): string | null {
-    return this.broken;
-  }
-
-  private run(batch: ForwardBatch, hasWork: boolean): ForwardOutput {
-    if (this.broken !== null) throw new DistributedError(`attention-DP ranks are broken by an earlier failed step: ${this.broken}`);
-    try {
-      this.synced = true;
-      if (this.channel) {
-        let id = this.poolIds.get(batch.kvPool);
-        if (id === undefined && batch.numTokens > 0) this.poolIds.set(batch.kvPool, (id = this.nextPoolId++));
-        this.channel.send(encodeForwardStep(batch, batch.kvPool.maxLocs, id ?? -1));
-      }
-      const s = lockstepSync(this.tp, this.dp.dpSize, batch.numTokens, hasWork, this.seq);
-      this.last = s;
-      if (!s.anyTokens) return { logits: new Float32Array(0) };
-      this.dp.setCounts(s.counts);
-      return this.local.forward(batch);
-    } catch (e) {
-      const why = `attention-DP group ${this.dp.dpRank} failed: ${(e as Error).message}`;
-      // another group's shutdown (the server is stopping) is not a failure of the model
-      if (!/attention-DP shutdown/.test(why)) this.broken = why;
-      this.abort(why);
-      throw e instanceof DistributedError ? e : new DistributedError(`attention-DP step failed: ${(e as Error).message}`, { cause: e });
-    }
-  }
-
-  /** Sends the group's ranks the shutdown step and breaks the TP group (peers waiting in a step exchange leave). */
-  close(): void {
-    if (this.closed) return;
-    this.closed = true;
-    try {
-      this.channel?.send(encodeShutdownStep());
-    } catch {
-      // a broken group: the ranks have failed already
-    }
-    this.onClose();
-  }
+/** Whether rank r runs in this process. */
+function isLocal(r: number, range: RankRange | undefined): boolean {
+  return !range || (r >= range.first && r < range.first + range.count);
 }
 
 /** The leader's launch result. */
@@ -217,7 +130,7 @@ export function launchDpAttnGroup(init: DpAttnRankInit, logger: Logger = SILENT_
   const comms: Communicator[] = [];
   const workers: Worker[] = [];
   try {
-    for (let r = 1; r < a; r++) workers.push(spawnDpRank({ ...init, rank: init.rank + r, board: board.handle }, board, refs, logger));
+    for (let r = 1; r < a; r++) if (isLocal(init.rank + r, init.localRanks)) workers.push(spawnDpRank({ ...init, rank: init.rank + r, board: board.handle }, board, refs, logger));
     const ops = createOps({ threads: init.threads, ...(init.kernelEnv ? { env: init.kernelEnv } : {}) });
     const { model: loaded, tp, step, dp } = openAndLoad(init, ops, comms);
     board.ready(0, loaded.weightBytes);
@@ -228,14 +141,23 @@ export function launchDpAttnGroup(init: DpAttnRankInit, logger: Logger = SILENT_
       throw why ? new ModelLoadError(`attention-DP group ${g} start-up failed: ${why}`, {}, { cause: e }) : e;
     }
     logger.info(`[DP${g} TP${init.rank}] Load weight end. weight bytes=${loaded.weightBytes}, tp_size=${init.tpSize}, dp_size=${init.dpSize}, attn_tp_size=${a}, ep_size=${init.epSize}, threads=${init.threads}`);
-    const abort = (reason: string): void => {
-      if (board.failures() === '') board.fail(0, reason);
-      breakGroups(refs, comms, null, reason);
-    };
-    const model = new DpAttnForwardModel(loaded.model, dp, tp, step ? new CommStepChannel(step) : null, abort, () => {
-      breakGroups([init.groups.tp], comms, null, 'attention-DP shutdown');
-      for (const c of comms) c.close();
-      for (const w of workers) w.unref();
+    let released = false;
+    // The leader's thread ending without a shutdown (a crash, process.exit) breaks its groups from its own exit hook:
+    // across nodes nothing else would tell the peers blocked in a Gloo collective.
+    process.on('exit', () => {
+      if (!released) breakGroups(refs, comms, init.rank, `attention-DP group ${g} leader (TP rank ${init.rank}) thread exited`);
+    });
+    const model = new DpAttnForwardModel(loaded.model, dp, tp, step ? new CommStepChannel(step) : null, {
+      abort: (reason) => {
+        if (board.failures() === '') board.fail(0, reason);
+        breakGroups(refs, comms, null, reason);
+      },
+      release: (together) => {
+        released = true;
+        if (!together) breakGroups([init.groups.tp], comms, null, 'attention-DP shutdown');
+        for (const c of comms) c.close();
+        for (const w of workers) w.unref();
+      },
     });
     return { model, rank0: loaded, allocKv: (n) => ops.allocateKvBuffer(n) };
   } catch (e) {
@@ -277,6 +199,17 @@ function spawnDpRank(init: DpAttnRankInit, board: RankBoard, refs: readonly Grou
 }
 
 /**
+ * Fault injection for tests (TSGLANG_TEST_RANK_EXIT="rank:steps", as tp_worker_main.ts): that rank's thread exits
+ * abruptly (process.exit(70), no report) when it receives its steps-th step.
+ */
+function withInjectedExit(channel: StepChannel, rank: number): StepChannel {
+  const m = /^(\d+):(\d+)$/.exec(process.env['TSGLANG_TEST_RANK_EXIT'] ?? '');
+  if (!m || Number(m[1]) !== rank) return channel;
+  let left = Number(m[2]);
+  return { send: (s) => channel.send(s), receive: () => (--left <= 0 ? process.exit(70) : channel.receive()) };
+}
+
+/**
  * A non-leader rank's life (its worker thread): opens its groups, loads its shard, then follows its leader's steps:
  * each step, the exchange with the TP group, then the forward (an idle one when its group has no tokens but another
  * has) until the shutdown step.
@@ -288,7 +221,7 @@ export function runDpAttnRank(init: DpAttnRankInit, board: RankBoard, comms: Com
   const { model: loaded, tp, step, dp } = openAndLoad(init, ops, comms);
   board.ready(init.rank % a, loaded.weightBytes);
   tp.barrier();
-  const channel = new CommStepChannel(step!);
+  const channel = withInjectedExit(new CommStepChannel(step!), init.rank);
   const layout = loaded.model.kvPoolLayout(init.kvCacheDtype ?? 'auto');
   const pools = new Map<number, KVPool>();
   const idle = new KVPool(layout, 1, 1);
@@ -310,4 +243,38 @@ export function runDpAttnRank(init: DpAttnRankInit, board: RankBoard, comms: Com
     if (maxLoc >= 0) pool.ensureLocs(maxLoc + 1);
     loaded.model.forward(batch);
   }
+}
+
+/**
+ * A node of a multi-node DP-attention layout: starts, as worker threads, this node's ranks of the groups whose leader
+ * runs on another node (groups spanning nodes; a group's other ranks are started by its leader, launchDpAttnGroup).
+ * @param base every rank's start-up data but its rank (localRanks: this node's ranks)
+ * @returns once every such rank has left its loop (at once when there is none); rejects with the first failure
+ */
+export function runRemoteLedDpAttnRanks(base: Omit<DpAttnRankInit, 'rank' | 'board'>, nodes: DpAttnNodes, logger: Logger = SILENT_LOGGER): Promise<void> {
+  const a = base.tpSize / base.dpSize;
+  const boards = new Map<number, RankBoard>();
+  const ranks: number[] = [];
+  for (let r = nodes.nodeRank * nodes.ranksPerNode; r < (nodes.nodeRank + 1) * nodes.ranksPerNode; r++) {
+    if (r % a !== 0 && nodeOfRank(r - (r % a), nodes) !== nodes.nodeRank) ranks.push(r);
+  }
+  if (ranks.length === 0) return Promise.resolve();
+  return new Promise<void>((resolve, reject) => {
+    let left = ranks.length;
+    const workers = ranks.map((rank) => {
+      const g = Math.floor(rank / a);
+      const board = boards.get(g) ?? RankBoard.create(a);
+      boards.set(g, board);
+      const init: DpAttnRankInit = { ...base, rank, board: board.handle };
+      const w = spawnDpRank(init, board, dpAttnRankRefs(init), logger);
+      w.on('exit', () => {
+        if (board.stateOf(rank % a) === 'failed') {
+          for (const x of workers) void x.terminate();
+          reject(new DistributedError(`TP rank ${rank}: ${board.errorOf(rank % a)}`));
+        } else if (--left === 0) resolve();
+      });
+      return w;
+    });
+    logger.info(`attention-DP ranks ${ranks.join(', ')} of groups led by another node started`);
+  });
 }

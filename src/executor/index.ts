@@ -6,5 +6,6 @@ export * from './memory_plan.js';
 export * from './step_codec.js';
 export * from './rank_channel.js';
 export * from './tp_runner.js';
+export * from './dp_lockstep.js';
 export * from './dp_attention_runner.js';
 export * from './demo_weights.js';

@@ -9,7 +9,7 @@ import { Worker } from 'node:worker_threads';
 import { DistributedError, InvalidRequestError, ModelLoadError, SILENT_LOGGER, UnsupportedFeatureError } from '../common/index.js';
 import type { KvCacheDtype, Logger } from '../common/index.js';
 import { loadModelConfig, type KernelEnv } from '../config/index.js';
-import { abortCommunicator, abortLocalGroup, createLocalGroup, openGroup, type Communicator, type GlooGroupRef, type GroupRef } from '../distributed/index.js';
+import { abortCommunicator, abortLocalGroup, createLocalGroup, glooSubgroupRef, openGroup, type Communicator, type GlooGroupRef, type GroupRef } from '../distributed/index.js';
 import { createOps } from '../kernels/index.js';
 import { contextParallelGroups, parallelGroups, parallelLayout, type ForwardBatch, type ForwardOutput, type ParallelGroups } from '../layers/index.js';
 import { KVPool, type KVPoolLayout } from '../mem_cache/index.js';
@@ -43,10 +43,26 @@ export interface TpRankInit {
 }
 
 /** The groups of a prefill-CP layout: per CP rank its attn_tp group (null when attn_tp = 1), per attn_tp rank its CP group. */
-interface CpGroupRefs {
+export interface CpGroupRefs {
   readonly size: number;
   readonly attn: readonly (GroupRef | null)[];
   readonly cp: readonly GroupRef[];
+}
+
+/**
+ * The groups of `--attn-cp-size cpSize` over tpSize ranks (attn_cp_rank = rank // attn_tp, attn_tp_rank = rank %
+ * attn_tp, attn_tp = tp / cp): in-process groups on one node; across nodes (`gloo`: the TP group of the cluster)
+ * Gloo groups named attn_tp<k> / attn_cp<i>, derived the same way on every node.
+ * @param timeoutMs --dist-timeout in ms (in-process groups)
+ */
+export function cpGroupRefs(tpSize: number, cpSize: number, timeoutMs: number, gloo?: GlooGroupRef): CpGroupRefs {
+  const a = tpSize / cpSize;
+  const make = (name: string, size: number): GroupRef => (gloo ? glooSubgroupRef(gloo, name, size) : createLocalGroup(size, { name, timeoutMs }));
+  return {
+    size: cpSize,
+    attn: Array.from({ length: cpSize }, (_, k) => (a > 1 ? make(`attn_tp${k}`, a) : null)),
+    cp: Array.from({ length: a }, (_, i) => make(`attn_cp${i}`, cpSize)),
+  };
 }
 
 /** Every group of a CP layout (to break them all on a failure). */
@@ -256,14 +272,9 @@ export function launchTpRanks(o: TpLaunchOptions): TpLaunch {
   const tp: GroupRef = nodes ? nodes.tp : createLocalGroup(o.tpSize, { name: 'tp', timeoutMs });
   const board = RankBoard.create(o.tpSize);
   const cpSize = o.attnCpSize ?? 1;
-  if (cpSize > 1 && (nodes || o.tpSize % cpSize !== 0)) {
-    throw new InvalidRequestError(nodes ? 'prefill context parallelism across nodes (--enable-prefill-cp with --nnodes > 1) is not built' : `--attn-cp-size (${cpSize}) must divide --tp-size (${o.tpSize})`, 'attn_cp_size');
-  }
-  const cpRefs: CpGroupRefs | null = cpSize > 1 ? {
-    size: cpSize,
-    attn: Array.from({ length: cpSize }, (_, k) => (o.tpSize / cpSize > 1 ? createLocalGroup(o.tpSize / cpSize, { name: `attn_tp${k}`, timeoutMs }) : null)),
-    cp: Array.from({ length: o.tpSize / cpSize }, (_, i) => createLocalGroup(cpSize, { name: `attn_cp${i}`, timeoutMs })),
-  } : null;
+  if (cpSize > 1 && o.tpSize % cpSize !== 0) throw new InvalidRequestError(`--attn-cp-size (${cpSize}) must divide --tp-size (${o.tpSize})`, 'attn_cp_size');
+  // across nodes every node derives the same Gloo CP groups from the cluster's TP group
+  const cpRefs: CpGroupRefs | null = cpSize > 1 ? cpGroupRefs(o.tpSize, cpSize, timeoutMs, nodes?.tp) : null;
   const groups: Communicator[] = [];
   const workers: Worker[] = [];
   const overrides = o.overrides ?? {};
@@ -303,7 +314,7 @@ export function launchTpRanks(o: TpLaunchOptions): TpLaunch {
     throw e;
   }
   const weightBytes = Array.from({ length: localRanks }, (_, r) => board.weightBytesOf(r));
-  for (let r = 0; r < localRanks; r++) logger.info(`[TP${r}] Load weight end. weight bytes=${weightBytes[r]} (${(weightBytes[r] / 2 ** 20).toFixed(2)} MiB), tp_size=${o.tpSize}, ep_size=${o.epSize}, threads=${threads}, comm=${tp.backend}`);
+  for (let r = 0; r < localRanks; r++) logger.info(`[TP${r}] Load weight end. weight bytes=${weightBytes[r]} (${(weightBytes[r] / 2 ** 20).toFixed(2)} MiB), tp_size=${o.tpSize}, ep_size=${o.epSize}${cpSize > 1 ? `, attn_cp_size=${cpSize} (attn_cp_rank ${Math.floor(r / (o.tpSize / cpSize))})` : ''}, threads=${threads}, comm=${tp.backend}`);
   const control: TpRanksControl = {
     channel: new CommStepChannel(worldComm),
     groups,
@@ -351,7 +362,8 @@ export function runNodeRanks(o: TpLaunchOptions & { readonly nodes: TpNodes }): 
   return new Promise<void>((resolve, reject) => {
     let left = ranks.length;
     const workers = ranks.map((rank) => {
-      const init: TpRankInit = { rank, tpSize: o.tpSize, epSize: o.epSize, modelPath: o.modelPath, overrides, threads, ...(o.kernelEnv ? { kernelEnv: o.kernelEnv } : {}), ...(o.kvCacheDtype ? { kvCacheDtype: o.kvCacheDtype } : {}), world: nodes.world, tp: nodes.tp, board: board.handle };
+      const cp = (o.attnCpSize ?? 1) > 1 ? cpInitOf(cpGroupRefs(o.tpSize, o.attnCpSize!, o.timeoutMs ?? 1_800_000, nodes.tp), rank, o.tpSize) : undefined;
+      const init: TpRankInit = { rank, tpSize: o.tpSize, epSize: o.epSize, modelPath: o.modelPath, overrides, threads, ...(o.kernelEnv ? { kernelEnv: o.kernelEnv } : {}), ...(o.kvCacheDtype ? { kvCacheDtype: o.kvCacheDtype } : {}), world: nodes.world, tp: nodes.tp, board: board.handle, ...(cp ? { cp } : {}) };
       const w = spawnRank(init, board, logger);
       w.on('exit', () => {
         if (board.stateOf(rank) === 'failed') {
@@ -363,6 +375,6 @@ export function runNodeRanks(o: TpLaunchOptions & { readonly nodes: TpNodes }): 
       });
       return w;
     });
-    logger.info(`node ranks ${ranks[0]}..${ranks[ranks.length - 1]} started (threads per rank ${threads})`);
+    logger.info(`node ranks ${ranks[0]}..${ranks[ranks.length - 1]} started (threads per rank ${threads}${(o.attnCpSize ?? 1) > 1 ? `, attn_cp_size ${o.attnCpSize}` : ''})`);
   });
 }

@@ -5,13 +5,13 @@
 // wrong --node-rank; Gloo missing. Multi-process tests are slow on 2 cores: few requests, tiny model, short timeouts.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadGlooAddon } from '../../src/distributed/index.js';
 import { createNetnsPair } from '../helpers/netns.js';
+import { exitsWithin, killNodes, startNodeProc, type NodeProc } from '../helpers/node_proc.js';
 import { TSGLANG_BIN } from '../helpers/paths.js';
 import { freePort } from '../../bench/serve_child.js';
 
@@ -24,60 +24,21 @@ process.on('exit', () => rmSync(MODEL, { recursive: true, force: true }));
 const WATCHDOG_MS = 120_000;
 const GEN = { input_ids: [11, 22, 33, 44, 55], sampling_params: { max_new_tokens: 12, temperature: 0 } };
 
-interface Node {
-  readonly child: ChildProcess;
-  readonly exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  stderr(): string;
-  /** Resolves when `pattern` appears on stderr (rejects if the process exits first). */
-  waitFor(pattern: RegExp): Promise<void>;
-}
+type Node = NodeProc;
 
 /** Starts `tsglang serve` (inside namespace `prefix` when given). A watchdog kills it after WATCHDOG_MS. */
 function startNode(args: string[], prefix: string[] = [], env: NodeJS.ProcessEnv = {}): Node {
-  const argv = [...prefix, process.execPath, TSGLANG_BIN, 'serve', '--model-path', MODEL, '--skip-server-warmup', ...args];
-  const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } });
-  let err = '';
-  const watchers: { re: RegExp; ok: () => void }[] = [];
-  child.stderr!.setEncoding('utf8');
-  child.stderr!.on('data', (d: string) => {
-    err += d;
-    for (const w of watchers.splice(0)) (w.re.test(err) ? w.ok : () => watchers.push(w))();
-  });
-  const timer = setTimeout(() => child.kill('SIGKILL'), WATCHDOG_MS);
-  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once('exit', (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code, signal });
-    }),
-  );
-  return {
-    child,
-    exit,
-    stderr: () => err,
-    waitFor: (re) =>
-      new Promise<void>((resolve, reject) => {
-        if (re.test(err)) return resolve();
-        watchers.push({ re, ok: resolve });
-        void exit.then((e) => reject(new Error(`exited (${e.code ?? e.signal}) before ${re}:\n${err}`)));
-      }),
-  };
+  return startNodeProc(['--model-path', MODEL, '--skip-server-warmup', ...args], WATCHDOG_MS, prefix, env);
 }
 
 function kill(...nodes: Node[]): void {
-  for (const n of nodes) if (n.child.exitCode === null && n.child.signalCode === null) n.child.kill('SIGKILL');
+  killNodes(...nodes);
 }
 
 async function generate(url: string, body: unknown = GEN): Promise<{ output_ids: number[] }> {
   const r = await fetch(`${url}/generate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
   assert.equal(r.status, 200, await r.clone().text());
   return (await r.json()) as { output_ids: number[] };
-}
-
-/** Exits within `ms` (else fails). */
-async function exitsWithin(n: Node, ms: number): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
-  const r = await Promise.race([n.exit, new Promise<null>((res) => setTimeout(() => res(null), ms))]);
-  assert.ok(r, `still running after ${ms} ms:\n${n.stderr()}`);
-  return r;
 }
 
 /** Whether namespaces can be made here (probed once). */

@@ -54,3 +54,20 @@ test('--tp 4: a rank thread that dies mid-request → that request gets a 500 na
   assert.equal(await exitWithin(s, 30_000), 1);
   assert.match(s.stderr(), /shutting the server down/);
 });
+
+test('--tp 4 --dp 2 --enable-dp-attention: a rank of one attention-DP group dies mid-request → both groups\' requests get 500s naming it, the server exits 1', async () => {
+  mkdirSync(HOME, { recursive: true });
+  // TP rank 3 (attn_tp rank 1 of group 1) exits abruptly at its 60th step, while both long requests decode
+  const s = await startServe(['--tp', '4', '--dp', '2', '--enable-dp-attention'], 300_000, { ...ENV, TSGLANG_TEST_RANK_EXIT: '3:60' });
+  const t0 = Date.now();
+  const [a, b] = await Promise.all([post(s.base, LONG), post(s.base, LONG)]);
+  for (const r of [a, b]) {
+    assert.equal(r.status, 500);
+    const body = (await r.json()) as { error: { message: string } };
+    assert.match(body.error.message, /TP rank 3 thread exited with code 70|TP rank 3: thread exited \(code 70\)/, body.error.message);
+    assert.doesNotMatch(body.error.message, /TP rank [012]\b/, 'only the dead rank is blamed');
+  }
+  assert.equal(await exitWithin(s, 30_000), 1);
+  assert.ok(Date.now() - t0 < 120_000, 'no wait for --dist-timeout');
+  assert.match(s.stderr(), /shutting the server down/);
+});
