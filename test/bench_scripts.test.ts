@@ -13,3 +13,10 @@ test('bench:* scripts run tsc and stop when it fails', () => {
     assert.match(cmd, /^tsc -p \. && node dist\/bench\/\w+\.js$/, `${name}: ${cmd}`);
   }
 });
+
+test('bench median (bench:dp, bench:llamacpp): an odd count takes the middle reading, an even one the mean of the middle two', async () => {
+  const { median } = await import('../bench/llamacpp_batch.js');
+  assert.equal(median([3, 1, 2]), 2);
+  assert.equal(median([19.8, 17.5]), (19.8 + 17.5) / 2);
+  assert.equal(median([4, 1, 3, 2]), 2.5);
+});
