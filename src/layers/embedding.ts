@@ -4,6 +4,7 @@
 // logit columns into full rows.
 import { assert } from '../common/index.js';
 import type { Ops, Weight } from '../kernels/index.js';
+import type { DpAttention } from './dp_attention.js';
 import { SINGLE_RANK, tpAllReduce, vocabRange, type ParallelGroups } from './parallel.js';
 
 /** Embedding table lookup (no scaling), vocab-parallel under TP. */
@@ -71,6 +72,7 @@ export class ParallelLMHead {
    * @throws DistributedError when a peer rank fails
    */
   forward(h: Float32Array, numRows: number, out?: Float32Array): Float32Array {
+    if (this.p.dp) return this.forwardDp(h, numRows, this.p.dp, out);
     if (this.p.tpSize === 1) return this.ops.matmul(h, numRows, this.weight, out);
     const V = this.vocabSize;
     const { count, perRank } = vocabRange(V, this.p);
@@ -86,6 +88,44 @@ export class ParallelLMHead {
       const start = q * perRank;
       const n = Math.max(0, Math.min(V, start + perRank) - start);
       for (let r = 0; r < numRows; r++) logits.set(all.subarray((q * numRows + r) * perRank, (q * numRows + r) * perRank + n), r * V + start);
+    }
+    return logits;
+  }
+
+  /**
+   * Whether every rank must call forward() on every lockstep step, also with no rows of its own (DP-attention with
+   * the vocabulary over the whole TP group: the rows of every group are gathered).
+   */
+  get joinsIdleSteps(): boolean {
+    return this.p.dp !== undefined;
+  }
+
+  /**
+   * Under DP-attention (the layout lmHeadGroupsOf gives, SGLang's default): every group's rows are gathered, this
+   * rank projects them onto its vocabulary slice, the slices are all-gathered over the TP group and this group keeps
+   * its own rows. Each row's logit is one rank's full dot product, so the values equal tp 1's bit for bit.
+   * @param h [numRows, hiddenSize] this group's rows (numRows may be 0: an idle group still takes part)
+   */
+  private forwardDp(h: Float32Array, numRows: number, dp: DpAttention, out?: Float32Array): Float32Array {
+    const V = this.vocabSize;
+    const { rows, offset, total } = dp.gatherRows(h, numRows, this.weight.shape[1]);
+    const logits = out ?? new Float32Array(numRows * V);
+    if (total === 0) return logits;
+    const { count, perRank } = vocabRange(V, this.p);
+    const local = new Float32Array(total * perRank); // [total, perRank], padding columns zero
+    if (count > 0) {
+      const part = this.ops.matmul(rows, total, this.weight); // [total, count]
+      for (let r = 0; r < total; r++) local.set(part.subarray(r * count, (r + 1) * count), r * perRank);
+    }
+    const all = new Float32Array(this.p.tpSize * total * perRank); // [tp, total, perRank]
+    this.p.tp!.allGather(local, all);
+    for (let q = 0; q < this.p.tpSize; q++) {
+      const s = q * perRank;
+      const n = Math.max(0, Math.min(V, s + perRank) - s);
+      for (let r = 0; r < numRows; r++) {
+        const from = (q * total + offset + r) * perRank;
+        logits.set(all.subarray(from, from + n), r * V + s);
+      }
     }
     return logits;
   }

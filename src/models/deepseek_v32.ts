@@ -9,7 +9,7 @@ import type { ModelConfig } from '../config/index.js';
 import type { ExpertWeights, Ops, SparseKeys, Weight } from '../kernels/index.js';
 import {
   DsaIndexer, FusedMoE, LogitsProcessor, MlaAttention, ParallelLMHead, SINGLE_RANK, VocabEmbedding,
-  attnGroupsOf, biasedGroupedTopK, deepseekRopeParams, deepseekRotaryTable, deepseekSoftmaxScale, expertRange, qHeadRange, tpAllReduce,
+  attnGroupsOf, biasedGroupedTopK, lmHeadGroupsOf, deepseekRopeParams, deepseekRotaryTable, deepseekSoftmaxScale, expertRange, qHeadRange, tpAllReduce,
 } from '../layers/index.js';
 import type { ForwardBatch, ForwardOutput, GroupedTopKConfig, MlaExtendForm, ParallelGroups } from '../layers/index.js';
 import type { KVPoolLayout } from '../mem_cache/index.js';
@@ -219,7 +219,11 @@ export class DeepseekV32ForCausalLM implements CausalLM {
       routed.push(r.topKIds);
       keys = r.keys;
     }
-    if (T === 0) return { logits: new Float32Array(0) }; // an idle batch (DP-attention) has no rows
+    if (T === 0) {
+      // an idle batch (DP-attention) has no rows; it still joins the LM head's gather of every group's rows
+      if (this.lmHead.joinsIdleSteps) this.logits.forward(x, batch, this.lmHead);
+      return { logits: new Float32Array(0) };
+    }
     const h = this.ops.rmsNorm(x, T, this.deepseek.hiddenSize, this.norm, this.deepseek.rmsNormEps);
     const out = this.logits.forward(h, batch, this.lmHead);
     const withHidden = batch.captureAllHidden ? { ...out, allHiddenStates: h } : out;
@@ -300,7 +304,8 @@ export function createDeepseekModel(config: ModelConfig, weights: WeightStore, o
   const ops = opts.ops;
   const pa = attnGroupsOf(opts.parallel ?? SINGLE_RANK); // the attn_tp ranks under DP-attention
   const embed = new VocabEmbedding(weights.get('model.embed_tokens.weight'), ops, pa, cfg.vocabSize);
-  const lmHead = new ParallelLMHead(weights.get(cfg.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight'), ops, pa, cfg.vocabSize);
+  // (under DP-attention the LM head's vocabulary is split over the whole TP group: lmHeadGroupsOf)
+  const lmHead = new ParallelLMHead(weights.get(cfg.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight'), ops, lmHeadGroupsOf(opts.parallel ?? SINGLE_RANK, cfg.tieWordEmbeddings), cfg.vocabSize);
   const logits = new LogitsProcessor(cfg.hiddenSize);
   const layers: DeepseekDecoderLayer[] = [];
   for (let l = 0; l < cfg.numLayers; l++) layers.push(buildLayer(cfg, l, weights, opts));

@@ -13,7 +13,7 @@ import type { ModelConfig } from '../config/index.js';
 import type { ExpertWeights, Ops } from '../kernels/index.js';
 import {
   CpuAttentionBackend, FusedMoE, Linear, LogitsProcessor, ParallelLMHead, RMSNorm, RadixAttention, RotaryEmbedding,
-  SINGLE_RANK, ScratchBuffers, VocabEmbedding, attnGroupsOf, expertRange, kvHeadRange, qHeadRange, selectExperts, tpAllReduce, tpRmsNormInPlace,
+  SINGLE_RANK, ScratchBuffers, VocabEmbedding, attnGroupsOf, expertRange, lmHeadGroupsOf, kvHeadRange, qHeadRange, selectExperts, tpAllReduce, tpRmsNormInPlace,
 } from '../layers/index.js';
 import type { AttentionBackend, ForwardBatch, ForwardOutput, ParallelGroups, ScoringFunc } from '../layers/index.js';
 import type { KVPoolLayout } from '../mem_cache/index.js';
@@ -284,7 +284,8 @@ export class MiniMaxM2ForCausalLM implements CausalLM {
     const rotary = RotaryEmbedding.standard(d.rotaryDim, d.ropeTheta, 'neox', ops);
     for (let i = 0; i < d.numLayers; i++) this.layers.push(new MiniMaxM2DecoderLayer(i, d, weights, rotary, ops, par));
     this.norm = new RMSNorm(weights.f32('model.norm.weight'), d.rmsNormEps, ops);
-    this.lmHead = new ParallelLMHead(weights.get(d.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight'), ops, pa, d.vocabSize);
+    // (under DP-attention the LM head's vocabulary is split over the whole TP group: lmHeadGroupsOf)
+    this.lmHead = new ParallelLMHead(weights.get(d.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight'), ops, lmHeadGroupsOf(par, d.tieWordEmbeddings), d.vocabSize);
     this.logitsProcessor = new LogitsProcessor(d.hiddenSize);
     this.backend = backend ?? new CpuAttentionBackend(ops);
     const scale = (l: number, which: 'k' | 'v'): number => (weights.has(kvScaleName(l, which)) ? weights.f32(kvScaleName(l, which))[0] : 1);
@@ -338,7 +339,11 @@ export class MiniMaxM2ForCausalLM implements CausalLM {
       this.ops.add(h, out, h);
       routed?.push(topKIds);
     }
-    if (T === 0) return { logits: new Float32Array(0) }; // an idle batch (DP-attention) has no rows
+    if (T === 0) {
+      // an idle batch (DP-attention) has no rows; it still joins the LM head's gather of every group's rows
+      if (this.lmHead.joinsIdleSteps) this.logitsProcessor.forward(h, batch, this.lmHead, this.norm);
+      return { logits: new Float32Array(0) };
+    }
     const res = this.logitsProcessor.forward(h, batch, this.lmHead, this.norm);
     return routed ? { ...res, routedExperts: routed } : res;
   }

@@ -6,7 +6,7 @@
 // attention-side tensors split over the attn_tp ranks of the rank's group (ParallelGroups.attn), the MLPs over all.
 import type { ModelConfig } from '../config/index.js';
 import { configInt } from '../config/index.js';
-import { attnGroupsOf, denseFfnRange, expertFfnRange, expertRange, kvHeadRange, qHeadRange, vocabRange } from '../layers/index.js';
+import { attnGroupsOf, lmHeadGroupsOf, denseFfnRange, expertFfnRange, expertRange, kvHeadRange, qHeadRange, vocabRange } from '../layers/index.js';
 import type { ParallelGroups, Range } from '../layers/index.js';
 import { isMoeLayer, parseDeepseekConfig } from './deepseek_v32_config.js';
 import type { TensorShard, TensorSpec } from './weights.js';
@@ -39,14 +39,16 @@ function expertId(name: string): number | null {
  */
 export function miniMaxM2Shards(cfg: ModelConfig, specs: readonly TensorSpec[], p: ParallelGroups): TensorSpec[] {
   const hd = cfg.headDim;
-  const pa = attnGroupsOf(p); // attention, embedding and lm_head: the attn_tp ranks under DP-attention
+  const pa = attnGroupsOf(p); // attention and embedding: the attn_tp ranks under DP-attention (lm_head: lmHeadGroupsOf)
   const q = qHeadRange(cfg.numAttentionHeads, pa);
   const kv = kvHeadRange(cfg.numKeyValueHeads, pa);
   const experts = expertRange(configInt(cfg, 'num_local_experts'), p);
   const ffn = expertFfnRange(configInt(cfg, 'intermediate_size'), p);
   const vocab = vocabRange(cfg.vocabSize, pa);
+  const headVocab = vocabRange(cfg.vocabSize, lmHeadGroupsOf(p, false)); // lm_head.weight exists only when untied
   return applyShards(specs, (name) => {
-    if (name === 'model.embed_tokens.weight' || name === 'lm_head.weight') return rows(vocab);
+    if (name === 'model.embed_tokens.weight') return rows(vocab);
+    if (name === 'lm_head.weight') return rows(headVocab);
     if (/self_attn\.(q_proj|q_norm)\.weight$/.test(name)) return rows(q, hd);
     if (/self_attn\.(k_proj|v_proj|k_norm)\.weight$/.test(name)) return rows(kv, hd);
     if (name.endsWith('self_attn.o_proj.weight')) return cols(q, hd);
@@ -66,15 +68,17 @@ export function miniMaxM2Shards(cfg: ModelConfig, specs: readonly TensorSpec[], 
 export function deepseekShards(config: ModelConfig, specs: readonly TensorSpec[], p: ParallelGroups): TensorSpec[] {
   const cfg = parseDeepseekConfig(config);
   const { qkNopeHeadDim: dn, qkRopeHeadDim: dr, vHeadDim: dv } = cfg.mla;
-  const pa = attnGroupsOf(p); // attention, embedding and lm_head: the attn_tp ranks under DP-attention
+  const pa = attnGroupsOf(p); // attention and embedding: the attn_tp ranks under DP-attention (lm_head: lmHeadGroupsOf)
   const heads = qHeadRange(cfg.mla.numHeads, pa);
   const vocab = vocabRange(cfg.vocabSize, pa);
+  const headVocab = vocabRange(cfg.vocabSize, lmHeadGroupsOf(p, false)); // lm_head.weight exists only when untied
   const moe = Array.from({ length: cfg.numLayers + cfg.numNextnLayers }, (_, l) => isMoeLayer(cfg, l));
   const experts = moe.some((m) => m) ? expertRange(cfg.numRoutedExperts, p) : null;
   const ffn = moe.some((m) => m) ? expertFfnRange(cfg.moeIntermediateSize, p) : null;
   const dense = moe.some((m) => !m) ? denseFfnRange(cfg.intermediateSize, p) : null;
   return applyShards(specs, (name) => {
-    if (name === 'model.embed_tokens.weight' || name === 'lm_head.weight') return rows(vocab);
+    if (name === 'model.embed_tokens.weight') return rows(vocab);
+    if (name === 'lm_head.weight') return rows(headVocab);
     if (/self_attn\.(q_b_proj|q_proj)\.weight$/.test(name)) return rows(heads, dn + dr);
     if (name.endsWith('self_attn.kv_b_proj.weight')) return rows(heads, dn + dv);
     if (name.endsWith('self_attn.o_proj.weight')) return cols(heads, dv);
