@@ -183,3 +183,26 @@ test('seed two-node DP-attention command in two network namespaces: tp 1 tokens;
     ns.remove();
   }
 });
+
+// Opt-in (TSGLANG_TEST_DP_SPAN=1; four processes): attention-DP groups that span nodes (--tp 4 --dp 2 --nnodes 4: one
+// rank per node, each group on two nodes, its attn_tp and step groups over Gloo, node 1's and node 3's ranks started
+// by their own nodes) give tp 1's greedy tokens; SIGTERM on node 0 stops all four.
+test('attention-DP groups spanning nodes (--tp 4 --dp 2 --nnodes 4): tp 1 tokens, clean stop', { skip: skipGloo || (process.env.TSGLANG_TEST_DP_SPAN === '1' ? false : 'opt-in: TSGLANG_TEST_DP_SPAN=1'), timeout: WATCHDOG_MS }, async () => {
+  const want = await referenceAnswers();
+  const [store, http] = [await freePort(), await freePort()];
+  const nodes = [0, 1, 2, 3].map((k) => startNodeProc(['--model-path', MODEL, '--nnodes', '4', '--node-rank', String(k), '--dist-init-addr', `127.0.0.1:${store}`, '--port', String(http),
+    '--tp', '4', '--dp', '2', '--enable-dp-attention', '--page-size', '64', '--speculative-algorithm', 'EAGLE', '--speculative-num-steps', '2', '--speculative-eagle-topk', '1',
+    '--speculative-num-draft-tokens', '3', '--tool-call-parser', 'deepseekv32', '--reasoning-parser', 'deepseek-v3', '--served-model-name', 'DeepSeek-V3.2-Opt-dp2-mtp', '--context-length', '65536'], WATCHDOG_MS));
+  try {
+    await nodes[0].waitFor(/ready to roll/);
+    await nodes[1].waitFor(/attention-DP ranks 1 of groups led by another node started/);
+    await nodes[2].waitFor(/engine cores of DP ranks \[1\]/);
+    const got = await answers(localPost(`http://127.0.0.1:${http}`));
+    assert.deepEqual(got.gens, want.gens);
+    assert.deepEqual(got.chats, want.chats);
+    nodes[0].child.kill('SIGTERM');
+    for (const n of nodes) assert.equal((await exitsWithin(n, 60_000)).code, 0, n.stderr().slice(-2000));
+  } finally {
+    killNodes(...nodes);
+  }
+});
