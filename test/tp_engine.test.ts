@@ -4,11 +4,11 @@
 // cannot load stops start-up with an error naming it.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { copyFileSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { copyFileSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Engine, type EngineOptions, type GenerateOutput } from '../src/engine/index.js';
 import { FIXTURES_DIR, NEEDS_SHARED, SHARED_MISSING } from './helpers/paths.js';
+import { tempDir } from './helpers/tmp.js';
 
 const MODEL = join(FIXTURES_DIR, 'tiny-minimax-m2');
 const golden = SHARED_MISSING !== null ? { prompts: [] } : (JSON.parse(readFileSync(join(MODEL, 'golden.json'), 'utf8')) as { prompts: { tokens: number[]; greedy: { tokens: number[] } }[] });
@@ -99,7 +99,7 @@ test('engine tp 2 × ep 2: the tp 1 outputs and logprobs under batching, chunked
 
 test('engine tp 2 × ep 2: a rank that cannot load its shard stops start-up with an error naming that rank', NEEDS_SHARED, async () => {
   // A copy of the fixture whose index drops expert 15's w1 — held by EP rank 1 only at ep 2 — so only rank 1 fails.
-  const dir = mkdtempSync(join(tmpdir(), 'tsglang-tp-bad-'));
+  const dir = tempDir('tsglang-tp-bad-');
   for (const f of readdirSync(MODEL)) if (f !== 'model.safetensors.index.json') copyFileSync(join(MODEL, f), join(dir, f));
   const index = JSON.parse(readFileSync(join(MODEL, 'model.safetensors.index.json'), 'utf8')) as { weight_map: Record<string, string> };
   const victim = 'model.layers.0.block_sparse_moe.experts.15.w1.weight';

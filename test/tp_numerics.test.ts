@@ -4,8 +4,7 @@
 // fixtures); within one layout a row's logits are bit-identical alone, batched, chunked and decoded from the cache.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { launchTpRanks, writeTinyCheckpoint, type ForwardModel } from '../src/executor/index.js';
 import { createOps } from '../src/kernels/index.js';
@@ -14,6 +13,7 @@ import { KVPool } from '../src/mem_cache/index.js';
 import { loadModel } from '../src/models/index.js';
 import { FIXTURES_DIR, NEEDS_SHARED } from './helpers/paths.js';
 import { argmaxAt as argmax, relDiff } from './helpers/golden.js';
+import { tempDir } from './helpers/tmp.js';
 
 interface Prompt { tokens: number[]; greedy?: { tokens: number[] } }
 
@@ -82,7 +82,7 @@ const OTHER_SHAPES: [string, Record<string, unknown>][] = [
 
 for (const [arch, sizes] of OTHER_SHAPES) {
   test(`make-tiny ${arch} of another shape (vocab ${String(sizes.vocab_size)}): tp 2/4 × ep 1/2 agree with tp 1`, () => {
-    const dir = mkdtempSync(join(tmpdir(), `tsglang-tp-${arch}-`));
+    const dir = tempDir(`tsglang-tp-${arch}-`);
     writeTinyCheckpoint(arch, dir, { seed: 7, configOverrides: sizes });
     const V = sizes.vocab_size as number;
     const prompts: Prompt[] = [[3, 17, 250, 299 % V, 5], Array.from({ length: 23 }, (_, i) => (i * 37 + 11) % V), [V - 1]].map((tokens) => ({ tokens }));

@@ -1,15 +1,15 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseServerArgs, parseServerArgsCollecting, checkServerArgs, gpuKnobsNotice, validateServerArgs, defaultServerArgs, dsaDenseThresholdNotice, readServerEnv, resolveFlag, serverArgsHelp, SERVER_FLAGS } from './server_args.js';
 import { engineSlice, httpServerSlice } from './slices.js';
 import { InvalidRequestError, UnsupportedFeatureError } from '../common/index.js';
+import { tempDir } from '../../test/helpers/tmp.js';
 
 /** An (empty) checkpoint directory: config.json only. */
 function checkpointDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'tsglang-args-'));
+  const dir = tempDir('tsglang-args-');
   writeFileSync(join(dir, 'config.json'), '{}');
   return dir;
 }
@@ -223,7 +223,7 @@ test('GPU-only knobs: SGLang choices validated, all summarised in one warning li
 });
 
 test('--model-path: a folder without config.json says so', () => {
-  const empty = mkdtempSync(join(tmpdir(), 'tsglang-args-'));
+  const empty = tempDir('tsglang-args-');
   const p = parseServerArgs(['--model-path', empty]);
   assert.throws(() => validateServerArgs(p.args, p.given), /argument --model-path: '.*' has no config.json/);
   assert.match(serverArgsHelp({ 'tool-call-parser': ['minimax-m2', 'qwen25'] }), /--tool-call-parser STR +tool-call parser \{minimax-m2,qwen25\}/);

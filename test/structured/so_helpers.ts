@@ -1,8 +1,7 @@
 // Helpers of the structured-output tests: an in-process HTTP server over a real tiny checkpoint (random weights,
 // real byte-level BPE tokenizer), and validators independent of xgrammar (ajv for JSON Schema, a full-match RegExp,
 // a recursive-descent checker for the test EBNF).
-import { mkdtempSync } from 'node:fs';
-import { homedir, tmpdir } from 'node:os';
+import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { Ajv } from 'ajv';
 import OpenAI from 'openai';
@@ -12,6 +11,7 @@ import { engineSlice, httpServerSlice, parseServerArgs } from '../../src/config/
 import { Engine } from '../../src/engine/index.js';
 import { BuilderChatPrompt, HttpServer, ParserChatOutput, PLAIN_CHAT_OUTPUT, ServerMetrics } from '../../src/server/index.js';
 import { ChatPromptBuilder } from '../../src/tokenizer/index.js';
+import { tempDir } from '../helpers/tmp.js';
 
 /** The embedded default model (generated once into ~/.cache/tsglang). */
 export function embeddedModelDir(): string {
@@ -22,7 +22,7 @@ let dsDir: string | null = null;
 /** A tiny DeepSeek-V3.2 checkpoint with the DeepSeek tokenizer (random weights), written once per process. */
 export function deepseekV32Dir(): string {
   if (dsDir) return dsDir;
-  dsDir = mkdtempSync(join(tmpdir(), 'tsglang-so-dsv32-'));
+  dsDir = tempDir('tsglang-so-dsv32-');
   writeTinyModelWithTokenizer('deepseek-v32', dsDir, { configOverrides: { max_position_embeddings: 4096 } });
   return dsDir;
 }
