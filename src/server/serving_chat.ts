@@ -186,9 +186,10 @@ function deltaToWire(d: ChatDelta): DeltaMessage {
 
 /**
  * The chunks of a streamed chat completion, in SGLang v0.5.x's order (serving_chat.py `_generate_chat_stream`): per
- * choice a role chunk, then its reasoning / content / tool-call deltas as they come; the finish chunk of every choice
- * once all choices are done (in the order they finished); then the usage chunk. Each chunk carries its choice's id
- * and the time it was written; the finish and usage chunks carry the id of the last output.
+ * choice a role chunk, then its reasoning / content / tool-call deltas as they come (an abort with an error status
+ * instead gives one error event and ends the choices); the finish chunk of every choice once all choices are done
+ * (in the order they finished); then the usage chunk. Each chunk carries its choice's id and the time it was
+ * written; the finish and usage chunks carry the id of the last output.
  */
 async function streamChat(deps: ServerDeps, ex: Exchange, iter: AsyncIterator<GenerateOutput>, first: IteratorResult<GenerateOutput>, s: StreamCtx): Promise<void> {
   ex.startSse();
@@ -201,6 +202,14 @@ async function streamChat(deps: ServerDeps, ex: Exchange, iter: AsyncIterator<Ge
   const outputs = (async function* () { if (!first.done) yield first.value; for (;;) { const r = await iter.next(); if (r.done) return; yield r.value; } })();
   try {
     for await (const o of deps.metrics ? deps.metrics.observe(outputs, ex.arrivalMs) : outputs) {
+      const f = o.finished ? o.finishReason : null;
+      // an abort with an error status (invalid grammar, timeout, OOM; not a client's own abort) is an error event,
+      // written before any role chunk of its choice, and it ends the stream's choices (serving_chat.py checks the
+      // finish reason first and breaks out of its output loop)
+      if (f?.type === 'abort' && f.statusCode !== undefined && f.statusCode !== 499) {
+        ex.writeSse(encodeOpenAISseError(f.message, 'BadRequestError', f.statusCode));
+        break;
+      }
       const id = s.idOf(o.index);
       lastId = id;
       let p = parsers.get(o.index);
@@ -220,14 +229,7 @@ async function streamChat(deps: ServerDeps, ex: Exchange, iter: AsyncIterator<Ge
       if (o.finished) deltas.push(...p.finish());
       deltas.forEach((d, i) => ex.writeSse(chunk(id, [streamChoice(o.index, deltaToWire(d), i === 0 ? lp : null)], running)));
       if (deltas.length === 0 && lp && lp.content.length) ex.writeSse(chunk(id, [streamChoice(o.index, deltaMessage(), lp)], running));
-      if (o.finished) {
-        const f = o.finishReason;
-        if (f?.type === 'abort' && f.statusCode !== undefined && f.statusCode !== 499) {
-          ex.writeSse(encodeOpenAISseError(f.message, 'BadRequestError', f.statusCode));
-          continue;
-        }
-        finished.set(o.index, { reason: f, hasToolCalls: p.hasToolCalls });
-      }
+      if (o.finished) finished.set(o.index, { reason: f, hasToolCalls: p.hasToolCalls });
     }
     for (const [index, { reason, hasToolCalls }] of finished) {
       let finish = openaiFinishReason(reason);

@@ -168,7 +168,7 @@ export async function handleCompletion(deps: ServerDeps, ex: Exchange, body: unk
       if (!c) { c = emptyChoice(o.index); state.set(o.index, c); }
       accumulate(c, o);
       const f = o.finished ? o.finishReason : null;
-      if (f?.type === 'abort' && f.statusCode !== undefined) { ex.writeSse(encodeOpenAISseError(f.message, 'BadRequestError', f.statusCode)); continue; }
+      if (f?.type === 'abort' && f.statusCode !== undefined && f.statusCode !== 499) { ex.writeSse(encodeOpenAISseError(f.message, 'BadRequestError', f.statusCode)); break; }
       lastId = idOf(o.index);
       const inLps = isFirst && req.echo && o.logprobs?.inputTokenLogprobs ? { tokenLps: o.logprobs.inputTokenLogprobs, topLps: o.logprobs.inputTopLogprobs ?? null } : null;
       const lp = wantLogprobs

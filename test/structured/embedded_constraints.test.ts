@@ -144,6 +144,12 @@ test('invalid schema / regex / EBNF / structural tag → 400 with SGLang message
   assert.equal(chat.status, 400);
   assert.deepEqual(Object.keys(chat.json), ['object', 'message', 'type', 'param', 'code']);
   assert.match(chat.json.message, /^Failed to compile json grammar: Unsupported type "foo"/);
+  // streamed: the error event alone (no role chunk before it), then [DONE]
+  const streamed = await post(s.base, '/v1/chat/completions', { model: 'default', stream: true, messages: [{ role: 'user', content: 'x' }], response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'foo' } } } });
+  const events = sseEvents(streamed.text);
+  assert.equal(events.length, 1, streamed.text);
+  assert.match(events[0].error.message, /^Failed to compile json grammar: Unsupported type "foo"/);
+  assert.ok(streamed.text.trimEnd().endsWith('data: [DONE]'), streamed.text);
   const two = await post(s.base, '/generate', { text: 'x', sampling_params: { regex: 'a', ebnf: 'root ::= "a"' } });
   assert.equal(two.status, 400);
   assert.match(two.json.error.message, /Only one of regex, json_schema, or ebnf can be set\./);
