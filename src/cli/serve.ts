@@ -68,7 +68,13 @@ export async function run(argv: string[]): Promise<number> {
   let cluster: Cluster | null = null;
   let ready = false;
   let stopRequested: ((sig: string) => void) | null = null;
+  // `npm start` and a terminal both deliver one Ctrl-C (npm forwards the SIGINT it got to its child): the same signal
+  // again within a second is that copy, not a user's second signal asking to leave at once
+  let lastSignal: { sig: string; atMs: number } | null = null;
   const onSignal = (sig: 'SIGINT' | 'SIGTERM') => {
+    const now = Date.now();
+    if (lastSignal?.sig === sig && now - lastSignal.atMs < 1000) return;
+    lastSignal = { sig, atMs: now };
     logger.info(`Received ${sig}, shutting down`);
     // At once, before anything else runs: requests arriving from now on (also on kept-alive connections) get a 503
     // with Connection: close; the ones under way are aborted by teardown and end with finish_reason abort.
