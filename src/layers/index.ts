@@ -4,6 +4,7 @@ export * from './rotary_yarn.js';
 export * from './moe/grouped_topk.js';
 export * from './attention/dsa_indexer.js';
 export * from './attention/mla.js';
+export * from './attention/mla_math.js';
 export * from './linear.js';
 export * from './norm.js';
 export * from './scratch.js';

@@ -3,8 +3,8 @@ import assert from 'node:assert/strict';
 import { Rng } from '../../common/index.js';
 import { createCpuOps, createOps, nativeBackendAvailable } from '../../kernels/index.js';
 import type { Ops } from '../../kernels/index.js';
-import { mlaAbsorbOutput, mlaAbsorbOutputOps, mlaAbsorbQuery, mlaAbsorbQueryOps, mlaExpandKv, mlaExpandedAttention, mlaLatentWidth, prepareMlaAbsorbWeights } from './mla.js';
-import type { MlaDims } from './mla.js';
+import { mlaAbsorbOutput, mlaAbsorbOutputOps, mlaAbsorbQuery, mlaAbsorbQueryOps, mlaExpandKv, mlaExpandedAttention, mlaLatentWidth, prepareMlaAbsorbWeights } from './mla_math.js';
+import type { MlaDims } from './mla_math.js';
 
 const D: MlaDims = { numHeads: 3, qkNopeHeadDim: 8, qkRopeHeadDim: 4, vHeadDim: 6, kvLoraRank: 10 };
 

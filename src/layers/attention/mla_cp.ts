@@ -8,7 +8,8 @@ import type { Ops, SparseKeys } from '../../kernels/index.js';
 import { ContextParallel } from '../context_parallel.js';
 import type { ForwardBatch } from '../forward_batch.js';
 import type { DsaIndexer } from './dsa_indexer.js';
-import { LATENT_KV_BUFFER, mlaAbsorbOutputOps, mlaAbsorbQueryOps, type MlaAbsorbWeights, type MlaDims, type MlaOptions, type MlaWeights } from './mla.js';
+import { LATENT_KV_BUFFER, type MlaOptions, type MlaWeights } from './mla.js';
+import { mlaAbsorbOutputOps, mlaAbsorbQueryOps, type MlaAbsorbWeights, type MlaDims } from './mla_math.js';
 
 /** What mlaForwardCp needs of an MlaAttention. */
 export interface MlaParts {
