@@ -31,9 +31,10 @@ def main():
     saved = torch.load(args.pt)
     used, cfg = saved['used'], saved['cfg']
     ds = args.family == 'deepseek-v32'
-    model = DeepseekV32(cfg, len(used) + 1) if ds else MiniMaxM2(cfg, len(used) + 1)
+    model = DeepseekV32(cfg, len(used) + 1) if ds else MiniMaxM2(cfg, len(used) + 1)  # untied: loads a tied run's two tensors
     model.load_state_dict(saved['state'])
     QParam.qat = True
+    used_index = {t: i for i, t in enumerate(used)}
     g = torch.Generator().manual_seed(1)
     compact = torch.randint(0, len(used), (1, 24), generator=g)
     full = [used[i] for i in compact[0].tolist()]
@@ -48,13 +49,15 @@ def main():
         ref = (h @ head.t())[0]
         checks = [('logits', ref, out['logits'])]
         if ds:
-            nxt_c = torch.tensor([[used.index(t) for t in nxt]])
+            nxt_c = torch.tensor([[used_index[t] for t in nxt]])
             checks.append(('mtp_logits', (model.mtp(nxt_c, h) @ head.t())[0], out['mtp_logits']))
+    used_set = set(used)
+    unused = next(i for i in range(cfg['vocab_size']) if i not in used_set)  # any id of the shared last row
     for name, r, got in checks:
         worst, agree = 0.0, True
         for pos in range(r.shape[0]):
             row = torch.tensor(got[str(pos)])
-            mine = torch.cat([row[used], row[[i for i in range(len(row)) if i not in set(used)][:1]]])
+            mine = torch.cat([row[used], row[[unused]]])
             worst = max(worst, ((mine - r[pos]).abs().max() / r[pos].abs().max()).item())
             agree = agree and int(mine[:-1].argmax()) == int(r[pos][:-1].argmax())
         print(f'{name}: max |tsglang - torch| / max |torch| = {worst:.2e}, argmax agrees at every position: {agree}')

@@ -83,40 +83,84 @@ def rms_norm(x, w, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
 
+_ROPE = {}
+
+
 def rope_tables(positions, dim, theta):
-    """cos/sin [T, dim/2] of the default inverse frequencies theta^(-2i/dim) (model-spec §1.5)."""
+    """cos/sin [T, dim/2] of the default inverse frequencies theta^(-2i/dim) (model-spec §1.5), for positions 0..T-1."""
+    key = (positions.shape[0], dim, theta)
+    if key not in _ROPE:
+        _ROPE[key] = _rope_tables(positions, dim, theta)
+    return _ROPE[key]
+
+
+def _rope_tables(positions, dim, theta):
     inv = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
     ang = positions.to(torch.float64)[:, None] * inv[None, :]
     return torch.cos(ang).float(), torch.sin(ang).float()
+
+
+def _bcast(t):
+    """A rope table [T, r] (shared) or [B, T, r] (per row) as [1|B, T, 1, r]."""
+    return t[None, :, None, :] if t.dim() == 2 else t[:, :, None, :]
 
 
 def rope_neox(x, cos, sin, rd):
     """NeoX (half-split) RoPE on the first rd dims of the last axis. x [B, T, H, hd]; cos/sin [T, rd/2]."""
     r, p = x[..., :rd], x[..., rd:]
     x1, x2 = r[..., : rd // 2], r[..., rd // 2:]
-    c, s = cos[None, :, None, :], sin[None, :, None, :]
+    c, s = _bcast(cos), _bcast(sin)
     return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s, p], dim=-1)
 
 
 def rope_interleaved(x, cos, sin):
     """GPT-J (interleaved pairs) RoPE over the whole last axis. x [B, T, H, d]; cos/sin [T, d/2]."""
     x1, x2 = x[..., 0::2], x[..., 1::2]
-    c, s = cos[None, :, None, :], sin[None, :, None, :]
+    c, s = _bcast(cos), _bcast(sin)
     return torch.stack([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1).flatten(-2)
 
 
-def causal_attention(q, k, v, scale):
-    """q [B, T, H, dq], k [B, T, Hk, dq], v [B, T, Hk, dv] (Hk divides H): causal softmax attention → [B, T, H, dv]."""
-    H, Hk, T = q.shape[2], k.shape[2], q.shape[1]
-    q = q.transpose(1, 2)
-    k = k.transpose(1, 2)
-    v = v.transpose(1, 2)
-    if Hk != H:
-        k = k.repeat_interleave(H // Hk, dim=1)
-        v = v.repeat_interleave(H // Hk, dim=1)
-    mask = torch.full((T, T), float('-inf')).triu(1)
-    p = torch.softmax(torch.matmul(q, k.transpose(-1, -2)) * scale + mask, dim=-1)
-    return torch.matmul(p, v).transpose(1, 2)
+_MASKS = {}
+
+
+def causal_attention(q, k, v, scale, qpos=None, chunk=96):
+    """Causal softmax attention. q [B, Tq, H, dq], k [B, T, Hk, dq], v [B, T, Hk, dv] (Hk divides H; query head h reads
+    key head h // (H / Hk)) → [B, Tq, H, dv].
+
+    qpos [B, Tq] (long): the positions of the queries when they are a subset of the T positions (the last layer only
+    needs the rows that have a training target); None: Tq = T, query i at position i, computed in blocks of `chunk`
+    queries that each read only the keys up to their last position (skips most of the masked half).
+    """
+    B, Tq, H, dq = q.shape
+    T, Hk, dv = k.shape[1], k.shape[2], v.shape[3]
+    G = H // Hk
+    q = (q * scale).reshape(B, Tq, Hk, G, dq).permute(0, 2, 3, 1, 4)  # [B, Hk, G, Tq, dq]
+    kt = k.permute(0, 2, 3, 1)  # [B, Hk, dq, T]
+    v = v.transpose(1, 2)  # [B, Hk, T, dv]
+    if qpos is not None:
+        s = torch.matmul(q.reshape(B, Hk, G * Tq, dq), kt).view(B, Hk, G, Tq, T)
+        mask = (torch.arange(T)[None, None, :] > qpos[:, :, None])[:, None, None]
+        p = torch.softmax(s.masked_fill(mask, float('-inf')), dim=-1)
+        o = torch.matmul(p.view(B, Hk, G * Tq, T), v).view(B, Hk, G, Tq, dv)
+    else:
+        outs = []
+        for s0 in range(0, Tq, chunk):
+            e = min(Tq, s0 + chunk)
+            n = e - s0
+            s = torch.matmul(q[:, :, :, s0:e].reshape(B, Hk, G * n, dq), kt[..., :e]).view(B, Hk, G, n, e)
+            key = (n, e)
+            if key not in _MASKS:
+                _MASKS[key] = torch.arange(e)[None, :] > torch.arange(s0, e)[:, None]
+            p = torch.softmax(s.masked_fill(_MASKS[key], float('-inf')), dim=-1)
+            outs.append(torch.matmul(p.view(B, Hk, G * n, e), v[:, :, :e]).view(B, Hk, G, n, dv))
+        o = torch.cat(outs, dim=3) if len(outs) > 1 else outs[0]
+    return o.permute(0, 3, 1, 2, 4).reshape(B, Tq, H, dv)
+
+
+def gather_rows(x, qpos):
+    """x [B, T, ...] → the rows at qpos [B, Tq] → [B, Tq, ...]."""
+    idx = qpos.reshape(qpos.shape + (1,) * (x.dim() - 2)).expand(qpos.shape + x.shape[2:])
+    return x.gather(1, idx)
 
 
 class Params(nn.Module):
@@ -169,14 +213,15 @@ def moe(P, prefix, x, cfg, names, shared):
 class MiniMaxM2(nn.Module):
     """MiniMaxM2ForCausalLM (tsglang src/models/minimax_m2.ts) over a compact vocabulary of V rows."""
 
-    def __init__(self, c, V, pow2=False):
+    def __init__(self, c, V, pow2=False, tie=False, qk_norm_init=1.0):
         super().__init__()
         self.c, self.V = c, V
         D, H, K, hd, I, E = c['hidden_size'], c['num_attention_heads'], c['num_key_value_heads'], c['head_dim'], c['intermediate_size'], c['num_local_experts']
         P = self.P = Params()
         std = 0.02
         out_std = std / math.sqrt(2 * c['num_hidden_layers'])
-        P.add('model.embed_tokens.weight', QParam((V, D), 'bf16', std))
+        embed = QParam((V, D), 'bf16', std)
+        P.add('model.embed_tokens.weight', embed)
         for i in range(c['num_hidden_layers']):
             p = f'model.layers.{i}.'
             P.add(p + 'input_layernorm.weight', QParam((D,), 'bf16', 0, init_value=1.0))
@@ -184,8 +229,10 @@ class MiniMaxM2(nn.Module):
             P.add(p + 'self_attn.k_proj.weight', QParam((K * hd, D), 'fp8', std, pow2))
             P.add(p + 'self_attn.v_proj.weight', QParam((K * hd, D), 'fp8', std, pow2))
             P.add(p + 'self_attn.o_proj.weight', QParam((D, H * hd), 'fp8', out_std, pow2))
-            P.add(p + 'self_attn.q_norm.weight', QParam((H * hd,), 'bf16', 0, init_value=1.0))
-            P.add(p + 'self_attn.k_norm.weight', QParam((K * hd,), 'bf16', 0, init_value=1.0))
+            # q/k RMSNorm over all heads bounds each head's logits (|q_h|, |k_h| ≈ sqrt(head_dim)); a larger initial
+            # weight lets attention be sharp (copying needs one key of hundreds) from the start
+            P.add(p + 'self_attn.q_norm.weight', QParam((H * hd,), 'bf16', 0, init_value=qk_norm_init))
+            P.add(p + 'self_attn.k_norm.weight', QParam((K * hd,), 'bf16', 0, init_value=qk_norm_init))
             P.add(p + 'post_attention_layernorm.weight', QParam((D,), 'bf16', 0, init_value=1.0))
             P.add(p + 'block_sparse_moe.gate.weight', QParam((E, D), 'f32', std))
             P.add(p + 'block_sparse_moe.e_score_correction_bias', QParam((E,), 'f32', 0, init_value=0.0))
@@ -195,26 +242,33 @@ class MiniMaxM2(nn.Module):
                 P.add(q + 'w3.weight', QParam((I, D), 'fp8', std, pow2))
                 P.add(q + 'w2.weight', QParam((D, I), 'fp8', out_std, pow2))
         P.add('model.norm.weight', QParam((D,), 'bf16', 0, init_value=1.0))
-        P.add('lm_head.weight', QParam((V, D), 'bf16', std))
+        # tie: lm_head trained as the embedding itself (both checkpoint tensors hold the same values): copying a token
+        # then needs no per-token output row of its own
+        P.add('lm_head.weight', embed if tie else QParam((V, D), 'bf16', std))
         self.moe_cfg = {'top_k': c['num_experts_per_tok'], 'scaling': c.get('routed_scaling_factor', 1.0), 'num_experts': E}
 
-    def forward(self, ids):
-        """ids [B, T] compact ids → final-norm hidden states [B, T, D]."""
+    def forward(self, ids, qpos=None):
+        """ids [B, T] compact ids → final-norm hidden states [B, T, D], or [B, Tq, D] at the positions qpos [B, Tq]
+        (the last layer then runs only those rows)."""
         c, P = self.c, self.P
-        H, K, hd, rd, eps = c['num_attention_heads'], c['num_key_value_heads'], c['head_dim'], c['rotary_dim'], c['rms_norm_eps']
+        H, K, hd, rd, eps, L = c['num_attention_heads'], c['num_key_value_heads'], c['head_dim'], c['rotary_dim'], c['rms_norm_eps'], c['num_hidden_layers']
         B, T = ids.shape
         x = F.embedding(ids, P.get('model.embed_tokens.weight'))
         cos, sin = rope_tables(torch.arange(T), rd, c['rope_theta'])
-        for i in range(c['num_hidden_layers']):
+        for i in range(L):
             p = f'model.layers.{i}.'
+            sub = qpos if i == L - 1 else None
             a = rms_norm(x, P.get(p + 'input_layernorm.weight'), eps)
-            q = rms_norm(a @ P.get(p + 'self_attn.q_proj.weight').t(), P.get(p + 'self_attn.q_norm.weight'), eps)
+            aq = a if sub is None else gather_rows(a, sub)
+            Tq = aq.shape[1]
+            q = rms_norm(aq @ P.get(p + 'self_attn.q_proj.weight').t(), P.get(p + 'self_attn.q_norm.weight'), eps)
             k = rms_norm(a @ P.get(p + 'self_attn.k_proj.weight').t(), P.get(p + 'self_attn.k_norm.weight'), eps)
             v = a @ P.get(p + 'self_attn.v_proj.weight').t()
-            q = rope_neox(q.view(B, T, H, hd), cos, sin, rd)
+            qc, qs = (cos, sin) if sub is None else (cos[sub], sin[sub])
+            q = rope_neox(q.view(B, Tq, H, hd), qc, qs, rd)
             k = rope_neox(k.view(B, T, K, hd), cos, sin, rd)
-            o = causal_attention(q, k, v.view(B, T, K, hd), 1.0 / math.sqrt(hd)).reshape(B, T, H * hd)
-            x = x + o @ P.get(p + 'self_attn.o_proj.weight').t()
+            o = causal_attention(q, k, v.view(B, T, K, hd), 1.0 / math.sqrt(hd), sub).reshape(B, Tq, H * hd)
+            x = (x if sub is None else gather_rows(x, sub)) + o @ P.get(p + 'self_attn.o_proj.weight').t()
             m = rms_norm(x, P.get(p + 'post_attention_layernorm.weight'), eps)
             x = x + moe(P, p + 'block_sparse_moe.', m, self.moe_cfg, ('gate.weight', 'e_score_correction_bias', 'experts', 'w1.weight', 'w3.weight', 'w2.weight'), None)
         return rms_norm(x, P.get('model.norm.weight'), eps)
@@ -224,7 +278,7 @@ class MiniMaxM2(nn.Module):
 class DeepseekV32(nn.Module):
     """DeepseekV32ForCausalLM (tsglang src/models/deepseek_v32.ts) with its MTP layer, compact vocabulary of V rows."""
 
-    def __init__(self, c, V, pow2=True):
+    def __init__(self, c, V, pow2=True, tie=False):
         super().__init__()
         self.c, self.V = c, V
         D, L = c['hidden_size'], c['num_hidden_layers']
@@ -232,11 +286,12 @@ class DeepseekV32(nn.Module):
         self.std = std = 0.02
         self.out_std = std / math.sqrt(2 * (L + 1))
         self.pow2 = pow2
-        P.add('model.embed_tokens.weight', QParam((V, D), 'bf16', std))
+        embed = QParam((V, D), 'bf16', std)
+        P.add('model.embed_tokens.weight', embed)
         for i in range(L + 1):
             self._layer(i)
         P.add('model.norm.weight', QParam((D,), 'bf16', 0, init_value=1.0))
-        P.add('lm_head.weight', QParam((V, D), 'bf16', std))
+        P.add('lm_head.weight', embed if tie else QParam((V, D), 'bf16', std))
         m = f'model.layers.{L}.'
         for n in ('enorm.weight', 'hnorm.weight', 'shared_head.norm.weight'):
             P.add(m + n, QParam((D,), 'bf16', 0, init_value=1.0))
@@ -285,25 +340,28 @@ class DeepseekV32(nn.Module):
             P.add(p + 'mlp.shared_experts.up_proj.weight', fp8(Is, D))
             P.add(p + 'mlp.shared_experts.down_proj.weight', fp8(D, Is, self.out_std))
 
-    def decoder_layer(self, i, x, cos, sin):
-        """One decoder layer (model-spec §3.6, MLA naive form §3.7 with dense attention). x [B, T, D]."""
+    def decoder_layer(self, i, x, cos, sin, qpos=None):
+        """One decoder layer (model-spec §3.6, MLA naive form §3.7 with dense attention). x [B, T, D] → [B, T, D], or
+        [B, Tq, D] at the positions qpos [B, Tq] (only those rows' queries and FFN run)."""
         c, P = self.c, self.P
         eps, H = c['rms_norm_eps'], c['num_attention_heads']
         dn, dr, dv, R = c['qk_nope_head_dim'], c['qk_rope_head_dim'], c['v_head_dim'], c['kv_lora_rank']
         B, T, _ = x.shape
         p = f'model.layers.{i}.'
         a = rms_norm(x, P.get(p + 'input_layernorm.weight'), eps)
-        cq = rms_norm(a @ P.get(p + 'self_attn.q_a_proj.weight').t(), P.get(p + 'self_attn.q_a_layernorm.weight'), eps)
-        q = (cq @ P.get(p + 'self_attn.q_b_proj.weight').t()).view(B, T, H, dn + dr)
+        aq = a if qpos is None else gather_rows(a, qpos)
+        Tq = aq.shape[1]
+        cq = rms_norm(aq @ P.get(p + 'self_attn.q_a_proj.weight').t(), P.get(p + 'self_attn.q_a_layernorm.weight'), eps)
+        q = (cq @ P.get(p + 'self_attn.q_b_proj.weight').t()).view(B, Tq, H, dn + dr)
         kv = a @ P.get(p + 'self_attn.kv_a_proj_with_mqa.weight').t()
         ckv = rms_norm(kv[..., :R], P.get(p + 'self_attn.kv_a_layernorm.weight'), eps)
         krope = rope_interleaved(kv[..., R:].view(B, T, 1, dr), cos, sin)
-        qrope = rope_interleaved(q[..., dn:], cos, sin)
+        qrope = rope_interleaved(q[..., dn:], *((cos, sin) if qpos is None else (cos[qpos], sin[qpos])))
         kvb = (ckv @ P.get(p + 'self_attn.kv_b_proj.weight').t()).view(B, T, H, dn + dv)
         k = torch.cat([kvb[..., :dn], krope.expand(B, T, H, dr)], dim=-1)
         qf = torch.cat([q[..., :dn], qrope], dim=-1)
-        o = causal_attention(qf, k, kvb[..., dn:], 1.0 / math.sqrt(dn + dr)).reshape(B, T, H * dv)
-        x = x + o @ P.get(p + 'self_attn.o_proj.weight').t()
+        o = causal_attention(qf, k, kvb[..., dn:], 1.0 / math.sqrt(dn + dr), qpos).reshape(B, Tq, H * dv)
+        x = (x if qpos is None else gather_rows(x, qpos)) + o @ P.get(p + 'self_attn.o_proj.weight').t()
         m = rms_norm(x, P.get(p + 'post_attention_layernorm.weight'), eps)
         if i < c['first_k_dense_replace']:
             y = (F.silu(m @ P.get(p + 'mlp.gate_proj.weight').t()) * (m @ P.get(p + 'mlp.up_proj.weight').t())) @ P.get(p + 'mlp.down_proj.weight').t()
@@ -314,20 +372,23 @@ class DeepseekV32(nn.Module):
     def rope(self, T):
         return rope_tables(torch.arange(T), self.c['qk_rope_head_dim'], self.c['rope_theta'])
 
-    def forward(self, ids):
-        """ids [B, T] compact ids → final-norm hidden states [B, T, D]."""
+    def forward(self, ids, qpos=None):
+        """ids [B, T] compact ids → final-norm hidden states [B, T, D] (or [B, Tq, D] at the positions qpos [B, Tq]:
+        the last layer runs only those rows)."""
         cos, sin = self.rope(ids.shape[1])
         x = F.embedding(ids, self.P.get('model.embed_tokens.weight'))
-        for i in range(self.c['num_hidden_layers']):
-            x = self.decoder_layer(i, x, cos, sin)
+        L = self.c['num_hidden_layers']
+        for i in range(L):
+            x = self.decoder_layer(i, x, cos, sin, qpos if i == L - 1 else None)
         return rms_norm(x, self.P.get('model.norm.weight'), self.c['rms_norm_eps'])
 
-    def mtp(self, ids_next, h):
-        """The MTP layer (model-spec §3.10.2): ids_next [B, T] (token i+1), h [B, T, D] → shared_head.norm output."""
+    def mtp(self, ids_next, h, qpos=None):
+        """The MTP layer (model-spec §3.10.2): ids_next [B, T] (token i+1), h [B, T, D] → shared_head.norm output
+        [B, T, D] (or [B, Tq, D] at the positions qpos [B, Tq])."""
         L, eps, P = self.c['num_hidden_layers'], self.c['rms_norm_eps'], self.P
         m = f'model.layers.{L}.'
         e = rms_norm(F.embedding(ids_next, P.get('model.embed_tokens.weight')), P.get(m + 'enorm.weight'), eps)
         u = torch.cat([e, rms_norm(h, P.get(m + 'hnorm.weight'), eps)], dim=-1)
         cos, sin = self.rope(ids_next.shape[1])
-        x = self.decoder_layer(L, u @ P.get(m + 'eh_proj.weight').t(), cos, sin)
+        x = self.decoder_layer(L, u @ P.get(m + 'eh_proj.weight').t(), cos, sin, qpos)
         return rms_norm(x, P.get(m + 'shared_head.norm.weight'), eps)

@@ -2,34 +2,37 @@
 """Trains tsglang's demo checkpoints: a tiny MiniMax-M2 model and a tiny DeepSeek-V3.2 model (with its MTP layer).
 
 DEV-TIME ONLY. Nothing here is needed to install, run or test tsglang: the trained weights are committed under
-assets/demo/ and `tsglang make-tiny --preset demo` expands them into a checkpoint.
+assets/demo/ and `tsglang make-tiny --preset demo` (and the embedded default model) expands them into a checkpoint.
 Needs Debian's PyTorch (`apt-get install -y python3-torch`, 1.13) and numpy, plus a built tsglang tree (the corpus
-is rendered and tokenized by tsglang's own code, scripts/demo_model/corpus.mjs).
+is rendered and tokenized by tsglang's own code, scripts/demo_model/corpus.mjs). Run it with /usr/bin/python3.
 
-The committed assets came from (one thread each, nice 10, on the shared 2-core machine; figures in their metadata):
-  /usr/bin/python3 scripts/demo_model/train.py --family minimax-m2 --steps 100000 --time-budget 1500 --tokens-per-batch 1536 \
-      --samples 8000 --out assets/demo/minimax-m2.safetensors        # stopped at 640 steps, final loss 0.98
-  /usr/bin/python3 scripts/demo_model/train.py --family deepseek-v32 --steps 100000 --time-budget 1500 --tokens-per-batch 1536 \
-      --samples 8000 --out assets/demo/deepseek-v32.safetensors      # stopped at 311 steps, final loss 1.86 (undertrained)
-With --time-budget the schedule follows wall time, so a rerun with --steps 640 (311) and no budget gives a close model,
-not the same bytes. Continue a run with --resume FILE.pt --seed 1 (another batch order).
+Each committed asset's metadata records the arguments it was trained with (`training.args`), its steps, seconds,
+final losses and held-out exact match. A run of the current recipe:
+  nice -n 19 /usr/bin/python3 scripts/demo_model/train.py --family minimax-m2 --samples 80000 --steps 8000 --rope-theta 10000 \
+      --short-first 1500 --ckpt /tmp/i22/mm.ckpt --out assets/demo/minimax-m2.safetensors
+  nice -n 19 /usr/bin/python3 scripts/demo_model/train.py --family deepseek-v32 --samples 80000 --steps 8000 --short-first 1500 \
+      --mtp-steps 1 --ckpt /tmp/i22/ds.ckpt --out assets/demo/deepseek-v32.safetensors
+A run stopped midway continues from its last checkpoint with the same command plus --resume (the same result as an
+uninterrupted run: the checkpoint holds the model, the optimizer, the step, the batch order and every random state).
 Then: node bin/tsglang.js make-tiny --arch minimax-m2 --preset demo --out /tmp/demo-mm   # the Hugging Face checkpoint
       /usr/bin/python3 scripts/demo_model/check_parity.py ...   # tsglang's logits = PyTorch's
+
+Training: cross-entropy on the assistant turn only, copied entities weighted up (--value-weight, --copy-weight), the
+lm_head tied to the embedding while training (both exported tensors hold the same values), FP8/BF16-rounded weights
+(straight-through) in the last --qat-fraction of the steps, AdamW with warm-up and cosine decay. Every --eval-every
+steps it prints the held-out exact match (corpus_io.evaluate: places, tools and numbers the corpus never holds).
 
 What it writes: a compact safetensors file with every tensor of the checkpoint in its checkpoint storage (FP8 e4m3
 codes + `*_scale_inv` 128x128 block scales for the FP8 linears, F32 for the others, already rounded to BF16 where
 the checkpoint stores BF16), except the two vocabulary tensors, which hold only the rows of the token ids the corpus
 uses (`demo.vocab_ids`) plus one last row shared by every other id. Its metadata holds config.json and the run's
-figures (steps, seconds, final losses). Deterministic given --seed and --steps without --time-budget (one thread;
-torch.manual_seed).
-Runs on one thread (torch.set_num_threads(1)); start it under nice on a shared machine.
+figures. Deterministic given its arguments (one thread; seeded torch, Python and corpus generators).
 """
 import argparse
 import json
 import math
 import os
 import random
-import struct
 import subprocess
 import sys
 import time
@@ -39,21 +42,21 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from models import DeepseekV32, MiniMaxM2, QParam, fp8_block_quant  # noqa: E402
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from corpus_io import ROOT, collate, compact, corpus_file, evaluate, make_batches, read_raw  # noqa: E402
+from export import export  # noqa: E402
+from models import DeepseekV32, MiniMaxM2, QParam  # noqa: E402
 
 # Sizes of the demo configs (everything else is the family's tiny preset, src/models/*): heads divisible by 8 so the
 # seed pages' --tp 8 --ep 8 commands split them, experts divisible by 8.
 MINIMAX_SIZES = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=4, head_dim=32, rotary_dim=16,
-                     intermediate_size=128, num_local_experts=8, num_experts_per_tok=2, attn_type_list=[1, 1], max_position_embeddings=4096)
+                     intermediate_size=128, num_local_experts=8, num_experts_per_tok=2, max_position_embeddings=4096)
 DEEPSEEK_SIZES = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=8, q_lora_rank=64, kv_lora_rank=64, qk_nope_head_dim=32,
                       qk_rope_head_dim=16, v_head_dim=32, index_n_heads=4, index_head_dim=32, index_topk=2048, intermediate_size=256,
                       moe_intermediate_size=64, n_routed_experts=8, num_experts_per_tok=2, n_group=1, topk_group=1, n_shared_experts=1,
                       first_k_dense_replace=1, routed_scaling_factor=2.5, max_position_embeddings=4096, rope_scaling=None)
 
 
-def tiny_config(family):
+def tiny_config(family, layers, hidden, rope_theta=None):
     """The family's make-tiny preset config.json with the tokenizer's fields (printed by `tsglang make-tiny`)."""
     out = f'/tmp/tsglang-demo-preset-{family}-{os.getpid()}'
     subprocess.run(['node', os.path.join(ROOT, 'bin/tsglang.js'), 'make-tiny', '--arch', family, '--out', out, '--num-shards', '1', '--eos-shaping', 'off'],
@@ -62,202 +65,159 @@ def tiny_config(family):
         cfg = json.load(f)
     subprocess.run(['rm', '-rf', out], check=True)
     cfg.update(MINIMAX_SIZES if family == 'minimax-m2' else DEEPSEEK_SIZES)
+    cfg['num_hidden_layers'], cfg['hidden_size'] = layers, hidden
+    if rope_theta:
+        cfg['rope_theta'] = rope_theta
     if family == 'minimax-m2':
-        cfg['use_mtp'] = False  # tsglang (like SGLang's MiniMaxM2ForCausalLM) loads no MiniMax MTP modules
+        cfg['attn_type_list'] = [1] * layers
+        cfg['use_mtp'] = False  # SGLang loads no MiniMax-M2 MTP module (README, Demo models), nor does tsglang
     return {k: v for k, v in cfg.items() if v is not None}
 
 
-def load_corpus(family, n, seed):
-    path = f'/tmp/tsglang-demo-corpus-{family}-{seed}-{n}.jsonl'
-    if not os.path.exists(path):
-        subprocess.run(['node', os.path.join(ROOT, 'scripts/demo_model/corpus.mjs'), '--family', family, '--n', str(n), '--seed', str(seed), '--out', path], check=True)
-    with open(path) as f:
-        return [json.loads(line) for line in f]
-
-
-def make_batches(samples, tokens_per_batch, rng):
-    """Buckets samples of similar length into batches of about tokens_per_batch (padded) tokens."""
-    order = sorted(range(len(samples)), key=lambda i: len(samples[i]['ids']))
-    batches, cur = [], []
-    for i in order:
-        cur.append(i)
-        if len(cur) * len(samples[i]['ids']) >= tokens_per_batch:
-            batches.append(cur)
-            cur = []
-    if cur:
-        batches.append(cur)
-    rng.shuffle(batches)
-    return batches
-
-
-def collate(samples, idx, other, mtp_steps, rng):
-    """ids [B, T] (2% of prompt ids replaced by the shared 'other' row), targets [B, T] (-100 outside completions)."""
-    T = max(len(samples[i]['ids']) for i in idx)
-    ids = torch.zeros(len(idx), T, dtype=torch.long)
-    tgt = torch.full((len(idx), T + mtp_steps), -100, dtype=torch.long)
-    full = torch.zeros(len(idx), T + mtp_steps, dtype=torch.long)
-    for b, i in enumerate(idx):
-        s = samples[i]
-        x = list(s['ids'])
-        full[b, :len(x)] = torch.tensor(x)
-        for j in range(s['plen']):
-            if rng.random() < 0.02:
-                x[j] = other
-        ids[b, :len(x)] = torch.tensor(x)
-        for j in range(s['plen'], len(x)):
-            tgt[b, j - 1] = s['ids'][j]
-    return ids, tgt, full
-
-
-def ce(model, h, tgt, log_unused):
-    """Cross-entropy of hidden states h [B, T, D] against tgt [B, T] over the compact vocabulary + 'other'."""
+def weighted_ce(model, h, tgt, wts, log_unused):
+    """Weighted cross-entropy of hidden states h [B, Tq, D] against tgt [B, Tq] (-100: none) over the compact
+    vocabulary, the shared last row standing for log_unused (= log of the number of ids it covers) ids.
+    Returns (weighted mean loss, plain mean loss as a float)."""
     keep = tgt.reshape(-1) >= 0
     logits = h.reshape(-1, h.shape[-1])[keep] @ model.P.get('lm_head.weight').t()
     logits = torch.cat([logits[:, :-1], logits[:, -1:] + log_unused], dim=1)
-    return F.cross_entropy(logits, tgt.reshape(-1)[keep])
+    per = F.cross_entropy(logits, tgt.reshape(-1)[keep], reduction='none')
+    w = wts.reshape(-1)[keep]
+    return (per * w).sum() / w.sum(), per.mean().item()
 
 
-def write_safetensors(path, tensors, metadata):
-    """tensors: list of (name, dtype string, shape, bytes)."""
-    header, offset = {'__metadata__': metadata}, 0
-    for name, dtype, shape, data in tensors:
-        header[name] = {'dtype': dtype, 'shape': list(shape), 'data_offsets': [offset, offset + len(data)]}
-        offset += len(data)
-    h = json.dumps(header, separators=(',', ':')).encode()
-    h += b' ' * ((8 - len(h) % 8) % 8)
-    with open(path, 'wb') as f:
-        f.write(struct.pack('<Q', len(h)))
-        f.write(h)
-        for _, _, _, data in tensors:
-            f.write(data)
+def schedule(step, args):
+    """(learning rate, QAT on) at `step` of args.steps: 100 warm-up steps, cosine decay to 10 %, QAT in the last part."""
+    progress = step / args.steps
+    lr = args.lr * min(1.0, (step + 1) / 100) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+    return lr, progress >= 1 - args.qat_fraction
 
 
-def e4m3_codes(values):
-    """Codes of values that are exactly e4m3 (from fp8_block_quant) by lookup in the positive e4m3 table."""
-    table = []
-    for code in range(0x7f):
-        e, m = code >> 3, code & 7
-        table.append(m * 2.0 ** -9 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7))
-    table = np.array(table, dtype=np.float64)
-    a = np.abs(values.astype(np.float64))
-    idx = np.searchsorted(table, a)
-    idx = np.clip(idx, 0, 0x7e)
-    assert np.all(table[idx] == a), 'value not on the e4m3 grid'
-    return (idx | np.where(values < 0, 0x80, 0)).astype(np.uint8)
-
-
-def export(model, vocab_ids, cfg, family, out, figures):
-    tensors = []
-    with torch.no_grad():
-        for name, q in model.P.named():
-            w = q.w.detach().float()
-            if q.storage == 'fp8':
-                _, scale, values = fp8_block_quant(w, q.pow2)
-                codes = e4m3_codes(values.numpy())
-                tensors.append((name, 'F8_E4M3', w.shape, codes.tobytes()))
-                tensors.append((name + '_scale_inv', 'F32', scale.shape, scale.numpy().astype('<f4').tobytes()))
-            elif name in ('model.embed_tokens.weight', 'lm_head.weight'):
-                bf = w.to(torch.bfloat16).view(torch.int16).numpy().astype('<i2')
-                tensors.append((name, 'BF16', w.shape, bf.tobytes()))
-            else:
-                v = w.to(torch.bfloat16).float() if q.storage == 'bf16' else w
-                tensors.append((name, 'F32', w.shape, v.numpy().astype('<f4').tobytes()))
-    tensors.append(('demo.vocab_ids', 'I32', (len(vocab_ids),), np.array(vocab_ids, dtype='<i4').tobytes()))
-    meta = {'format': 'pt', 'family': family, 'config': json.dumps(cfg), 'training': json.dumps(figures)}
-    write_safetensors(out, tensors, meta)
+def save_state(path, model, opt, step, rng, batches, history, used, cfg, elapsed):
+    tmp = path + '.tmp'
+    torch.save({'state': model.state_dict(), 'opt': opt.state_dict(), 'step': step, 'rng': rng.getstate(), 'torch_rng': torch.get_rng_state(),
+                'batches': batches, 'history': history, 'used': used, 'cfg': cfg, 'elapsed': elapsed}, tmp)
+    os.replace(tmp, path)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--family', required=True, choices=['minimax-m2', 'deepseek-v32'])
-    ap.add_argument('--steps', type=int, default=1500)
-    ap.add_argument('--samples', type=int, default=24000)
-    ap.add_argument('--tokens-per-batch', type=int, default=2048)
-    ap.add_argument('--lr', type=float, default=4e-3)
+    ap.add_argument('--steps', type=int, default=12000)
+    ap.add_argument('--samples', type=int, default=120000, help='training conversations (corpus.mjs --n)')
+    ap.add_argument('--eval-samples', type=int, default=400, help='held-out conversations scored every --eval-every steps')
+    ap.add_argument('--tokens-per-batch', type=int, default=2400)
+    ap.add_argument('--layers', type=int, default=2)
+    ap.add_argument('--hidden', type=int, default=128)
+    ap.add_argument('--rope-theta', type=float, help="config rope_theta (default: the family's tiny preset's)")
+    ap.add_argument('--lr', type=float, default=3e-3)
+    ap.add_argument('--value-weight', type=float, default=4.0, help='loss weight of parameter-value tokens')
+    ap.add_argument('--copy-weight', type=float, default=2.0, help='loss weight of copied-entity tokens')
+    ap.add_argument('--no-tie', action='store_true', help='train lm_head apart from the embedding')
     ap.add_argument('--seed', type=int, default=0, help='initialization and batch order')
     ap.add_argument('--corpus-seed', type=int, default=0, help='the corpus (corpus.mjs --seed)')
-    ap.add_argument('--qat-fraction', type=float, default=0.25, help='last fraction of the steps trained on FP8/BF16-rounded weights')
-    ap.add_argument('--time-budget', type=float, default=0,
-                    help='seconds: when > 0 the schedule (warm-up, cosine decay, QAT phase) follows max(step/steps, elapsed/budget) and '
-                         'training stops when that reaches 1; the steps done are recorded, and rerunning with --steps <them> and no '
-                         'budget reproduces the run exactly')
-    ap.add_argument('--mtp-steps', type=int, default=2, help='DeepSeek: chained MTP draft steps trained (EAGLE num-steps)')
-    ap.add_argument('--resume', help="a .pt written by an earlier run (same --family/--samples/--corpus-seed; another --seed sees the corpus in another order): continue training it")
+    ap.add_argument('--qat-fraction', type=float, default=0.15, help='last fraction of the steps trained on FP8/BF16-rounded weights')
+    ap.add_argument('--mtp-steps', type=int, default=1, help='DeepSeek: chained MTP draft steps trained (EAGLE num-steps)')
+    ap.add_argument('--short-first', type=int, default=0, help='curriculum: the first N steps train only on conversations of at most --short-len tokens (no tool list: cheap, and the copying they need is the same)')
+    ap.add_argument('--short-len', type=int, default=100)
+    ap.add_argument('--eval-every', type=int, default=500)
+    ap.add_argument('--ckpt', help='resumable state, rewritten every --ckpt-every seconds')
+    ap.add_argument('--ckpt-every', type=float, default=600)
+    ap.add_argument('--resume', action='store_true', help='continue from --ckpt')
     ap.add_argument('--out', required=True)
     args = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
-    cfg = tiny_config(args.family)
-    raw = load_corpus(args.family, args.samples, args.corpus_seed)
-    used = sorted({t for s in raw for t in s['prompt'] + s['completion']} | {cfg['bos_token_id'], cfg['eos_token_id']})
+    cfg = tiny_config(args.family, args.layers, args.hidden, args.rope_theta)
+    raw = read_raw(corpus_file(args.family, args.samples, args.corpus_seed))
+    used = sorted({int(t) for s in raw for t in np.concatenate([s['prompt'], s['completion']])} | {cfg['bos_token_id'], cfg['eos_token_id']})
     index = {t: i for i, t in enumerate(used)}
     other = len(used)
-    samples = [{'ids': [index[t] for t in s['prompt'] + s['completion']], 'plen': len(s['prompt']), 'kind': s['kind']} for s in raw]
+    samples = compact(raw, index, other)
+    del raw
+    held = compact(read_raw(corpus_file(args.family, args.eval_samples, 7, held_out=True)), index, other)
     log_unused = math.log(cfg['vocab_size'] - len(used))
     is_ds = args.family == 'deepseek-v32'
-    model = DeepseekV32(cfg, other + 1) if is_ds else MiniMaxM2(cfg, other + 1)
+    model = (DeepseekV32 if is_ds else MiniMaxM2)(cfg, other + 1, tie=not args.no_tie)
     mtp_steps = args.mtp_steps if is_ds else 0
-    earlier = None
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01)
+    weights = {'value': args.value_weight, 'copy': args.copy_weight}
+    start, batches, history, elapsed = 0, [], [], 0.0
     if args.resume:
-        saved = torch.load(args.resume)
+        saved = torch.load(args.ckpt)
         assert saved['used'] == used, '--resume: the corpus vocabulary differs (use the same --samples and --corpus-seed)'
         model.load_state_dict(saved['state'])
-        earlier = saved['figures']
+        opt.load_state_dict(saved['opt'])
+        start, batches, history, elapsed = saved['step'], saved['batches'], saved['history'], saved['elapsed']
+        rng.setstate(saved['rng'])
+        torch.set_rng_state(saved['torch_rng'])
     n_params = sum(p.numel() for p in model.parameters())
-    print(f'{args.family}: {n_params} parameters over a compact vocabulary of {other} ids (+1 shared row), {len(samples)} samples', file=sys.stderr)
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01)
-    batches = []
-    t0 = time.time()
+    print(f'{args.family}: {n_params} parameters over a compact vocabulary of {other} ids (+1 shared row), {len(samples)} samples, '
+          f'{sum(len(s["ids"]) for s in samples)} tokens; starting at step {start}', file=sys.stderr, flush=True)
+    short_idx = [i for i, s in enumerate(samples) if len(s['ids']) <= args.short_len]
+    t0, last_ckpt = time.time() - elapsed, time.time()
     losses, mtp_losses = [], []
-    stopped = None
-    for step in range(args.steps):
-        progress = step / args.steps
-        if args.time_budget > 0:
-            progress = max(progress, (time.time() - t0) / args.time_budget)
-        if progress >= 1:
-            stopped = step
-            break
-        QParam.qat = progress >= 1 - args.qat_fraction
+    for step in range(start, args.steps):
+        lr, QParam.qat = schedule(step, args)
+        if step == args.short_first and args.short_first:
+            batches = []  # the curriculum's short phase ends: batches over the whole corpus from here
         if not batches:
-            batches = make_batches(samples, args.tokens_per_batch, rng)
+            if step < args.short_first:
+                batches = [[short_idx[i] for i in b] for b in make_batches([samples[i] for i in short_idx], args.tokens_per_batch, rng)]
+            else:
+                batches = make_batches(samples, args.tokens_per_batch, rng)
         idx = batches.pop()
-        warm = min(1.0, (step + 1) / 50)
-        lr = args.lr * warm * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
         for g in opt.param_groups:
             g['lr'] = lr
-        ids, tgt, full = collate(samples, idx, other, mtp_steps, rng)
-        h = model(ids)
-        loss = ce(model, h, tgt[:, :ids.shape[1]], log_unused)
-        total = loss
+        ids, full, qpos, tgt, wts = collate(samples, idx, other, rng, weights, extra=mtp_steps)
+        Tq = qpos.shape[1]
+        if mtp_steps:
+            hfull = model(ids)
+            h = hfull.gather(1, qpos[:, :, None].expand(-1, -1, hfull.shape[-1]))
+        else:
+            h = model(ids, qpos)
+        total, plain = weighted_ce(model, h, tgt[:, :Tq], wts[:, :Tq], log_unused)
         mloss = []
         if mtp_steps:
             T = ids.shape[1]
-            hk = h.detach()
+            hk = hfull.detach()
             for k in range(1, mtp_steps + 1):
-                hk = model.mtp(full[:, k:k + T], hk)  # position i: token i+k, hidden of step k-1 → predicts token i+k+1
-                lk = ce(model, hk, tgt[:, k:k + T], log_unused)
-                mloss.append(lk.item())
+                # position i: token i+k and the hidden of step k-1 → token i+k+1 (the last step runs only target rows)
+                last = k == mtp_steps
+                hk = model.mtp(full[:, k:k + T], hk, qpos if last else None)
+                hq = hk if last else hk.gather(1, qpos[:, :, None].expand(-1, -1, hk.shape[-1]))
+                lk, pk = weighted_ce(model, hq, tgt[:, k:k + Tq], wts[:, k:k + Tq], log_unused)
+                mloss.append(pk)
                 total = total + lk / mtp_steps
         opt.zero_grad()
         total.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        losses.append(loss.item())
+        losses.append(plain)
         if mloss:
             mtp_losses.append(mloss)
-        if step % 25 == 0 or step == args.steps - 1:
-            m = ' mtp ' + ' '.join(f'{x:.3f}' for x in np.mean(mtp_losses[-25:], axis=0)) if mtp_losses else ''
-            print(f'step {step} loss {np.mean(losses[-25:]):.4f}{m} lr {lr:.2e} {time.time() - t0:.0f}s', file=sys.stderr, flush=True)
+        done = step + 1
+        if done % 50 == 0 or done == args.steps:
+            m = ' mtp ' + ' '.join(f'{x:.3f}' for x in np.mean(mtp_losses[-50:], axis=0)) if mtp_losses else ''
+            print(f'step {done} loss {np.mean(losses[-50:]):.4f}{m} lr {lr:.2e} qat {int(QParam.qat)} {time.time() - t0:.0f}s', file=sys.stderr, flush=True)
+        if done % args.eval_every == 0 or done == args.steps:
+            model.eval()
+            em = evaluate(model, held, other)
+            model.train()
+            history.append({'step': done, 'seconds': round(time.time() - t0), 'loss': round(float(np.mean(losses[-50:])), 4), 'held_out': em})
+            print(f'eval step {done}: {json.dumps(em)}', file=sys.stderr, flush=True)
+        if args.ckpt and (time.time() - last_ckpt > args.ckpt_every or done == args.steps):
+            save_state(args.ckpt, model, opt, done, rng, batches, history, used, cfg, time.time() - t0)
+            last_ckpt = time.time()
     seconds = time.time() - t0
     QParam.qat = True
-    figures = {'steps': args.steps if stopped is None else stopped, 'time_budget': args.time_budget, 'seconds': round(seconds, 1), 'seed': args.seed, 'corpus_seed': args.corpus_seed, 'samples': len(samples), 'parameters': n_params,
-               'final_loss': round(float(np.mean(losses[-50:])), 4)}
-    if earlier is not None:
-        figures['resumed_from'] = earlier
+    figures = {'args': {k: v for k, v in vars(args).items() if k not in ('ckpt', 'resume', 'out')}, 'steps': args.steps, 'seconds': round(seconds, 1), 'seed': args.seed, 'corpus_seed': args.corpus_seed, 'samples': len(samples),
+               'parameters': n_params, 'layers': args.layers, 'hidden': args.hidden, 'tokens_per_batch': args.tokens_per_batch,
+               'final_loss': round(float(np.mean(losses[-50:])), 4) if losses else history[-1]['loss'], 'held_out': history[-1]['held_out'] if history else None}
     if mtp_losses:
         figures['final_mtp_losses'] = [round(float(x), 4) for x in np.mean(mtp_losses[-50:], axis=0)]
-    torch.save({'state': model.state_dict(), 'used': used, 'cfg': cfg, 'figures': figures}, args.out + '.pt')  # re-export without retraining
+    torch.save({'state': model.state_dict(), 'used': used, 'cfg': cfg, 'figures': figures, 'tie': not args.no_tie}, args.out + '.pt')  # re-export without retraining
     export(model, used, cfg, args.family, args.out, figures)
     print(json.dumps(figures), file=sys.stderr)
 
