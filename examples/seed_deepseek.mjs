@@ -1,7 +1,8 @@
 // The DeepSeek-V3.2 recipe page's Python examples (streaming with thinking, tool calling with thinking, tool result
 // round trip), translated to the openai npm client. Against the DeepSeek-V3.2 demo model:
 //   node bin/tsglang.js make-tiny --preset demo --arch deepseek-v32 --out /tmp/demo-dsv32
-//   node bin/tsglang.js serve --model-path /tmp/demo-dsv32 --reasoning-parser deepseek-v3 --tool-call-parser deepseekv32
+//   node bin/tsglang.js serve --model-path /tmp/demo-dsv32 --reasoning-parser deepseek-v3 --tool-call-parser deepseekv32 \
+//     --speculative-algorithm EAGLE --speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4
 //   node examples/seed_deepseek.mjs [base_url]
 import OpenAI from 'openai';
 

@@ -57,3 +57,30 @@ def export(model, vocab_ids, cfg, family, out, figures):
     tensors.append(('demo.vocab_ids', 'I32', (len(vocab_ids),), np.array(vocab_ids, dtype='<i4').tobytes()))
     meta = {'format': 'pt', 'family': family, 'config': json.dumps(cfg), 'training': json.dumps(figures)}
     write_safetensors(out, tensors, meta)
+
+
+def main():
+    """Exports a training checkpoint (train.py --ckpt, at whatever step it holds) as a compact asset."""
+    import argparse
+    import sys
+    from models import DeepseekV32, MiniMaxM2, QParam  # noqa: PLC0415
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument('--family', required=True, choices=['minimax-m2', 'deepseek-v32'])
+    ap.add_argument('--ckpt', required=True)
+    ap.add_argument('--out', required=True)
+    args = ap.parse_args()
+    saved = torch.load(args.ckpt)
+    cfg, used = saved['cfg'], saved['used']
+    model = (DeepseekV32 if args.family == 'deepseek-v32' else MiniMaxM2)(cfg, len(used) + 1)
+    model.load_state_dict(saved['state'])
+    QParam.qat = True
+    history = saved['history']
+    figures = {'args': saved.get('args'), 'steps': saved['step'], 'seconds': round(saved['elapsed'], 1), 'parameters': sum(p.numel() for p in model.parameters()),
+               'final_loss': history[-1]['loss'] if history else None, 'held_out': history[-1]['held_out'] if history else None, 'exported_from_checkpoint': True}
+    torch.save({'state': model.state_dict(), 'used': used, 'cfg': cfg, 'figures': figures}, args.out + '.pt')
+    export(model, used, cfg, args.family, args.out, figures)
+    print(json.dumps(figures), file=sys.stderr)
+
+
+if __name__ == '__main__':
+    main()

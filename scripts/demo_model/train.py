@@ -93,10 +93,11 @@ def schedule(step, args):
     return lr, progress >= 1 - args.qat_fraction
 
 
-def save_state(path, model, opt, step, rng, batches, history, used, cfg, elapsed):
+def save_state(path, model, opt, step, rng, batches, history, used, cfg, elapsed, args):
     tmp = path + '.tmp'
     torch.save({'state': model.state_dict(), 'opt': opt.state_dict(), 'step': step, 'rng': rng.getstate(), 'torch_rng': torch.get_rng_state(),
-                'batches': batches, 'history': history, 'used': used, 'cfg': cfg, 'elapsed': elapsed}, tmp)
+                'batches': batches, 'history': history, 'used': used, 'cfg': cfg, 'elapsed': elapsed,
+                'args': {k: v for k, v in vars(args).items() if k not in ('ckpt', 'resume', 'out')}}, tmp)
     os.replace(tmp, path)
 
 
@@ -208,7 +209,7 @@ def main():
             history.append({'step': done, 'seconds': round(time.time() - t0), 'loss': round(float(np.mean(losses[-50:])), 4), 'held_out': em})
             print(f'eval step {done}: {json.dumps(em)}', file=sys.stderr, flush=True)
         if args.ckpt and (time.time() - last_ckpt > args.ckpt_every or done == args.steps):
-            save_state(args.ckpt, model, opt, done, rng, batches, history, used, cfg, time.time() - t0)
+            save_state(args.ckpt, model, opt, done, rng, batches, history, used, cfg, time.time() - t0, args)
             last_ckpt = time.time()
     seconds = time.time() - t0
     QParam.qat = True
