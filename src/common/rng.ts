@@ -26,6 +26,26 @@ export class Rng {
     this.s3 = next();
   }
 
+  /** The generator's state (four u32 words): a copy made from it continues the same sequence (Rng.fromState). */
+  getState(): [number, number, number, number] {
+    return [this.s0 >>> 0, this.s1 >>> 0, this.s2 >>> 0, this.s3 >>> 0];
+  }
+
+  /** Continues from a state taken with getState (pipeline parallelism: the last stage samples, the scheduler keeps the Rng). */
+  setState(s: readonly number[]): void {
+    this.s0 = s[0] | 0;
+    this.s1 = s[1] | 0;
+    this.s2 = s[2] | 0;
+    this.s3 = s[3] | 0;
+  }
+
+  /** A generator at a state taken with getState. */
+  static fromState(s: readonly number[]): Rng {
+    const r = new Rng(0);
+    r.setState(s);
+    return r;
+  }
+
   /** Next uniform 32-bit unsigned integer. */
   nextU32(): number {
     const result = Math.imul(rotl(Math.imul(this.s1, 5), 7), 9) >>> 0;

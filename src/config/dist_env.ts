@@ -6,10 +6,12 @@ export interface DistEnv {
   readonly shmSpinUs: number | null;
   /** $TSGLANG_GLOO_ADDON: path of dist_gloo.node (null: native/gloo/build/Release/dist_gloo.node). */
   readonly glooAddonPath: string | null;
+  /** $SGLANG_PP_LAYER_PARTITION: decoder layers per pipeline stage, comma-separated (null: SGLang's even split). */
+  readonly ppLayerPartition: string | null;
 }
 
 /**
- * Reads TSGLANG_SHM_SPIN_US and TSGLANG_GLOO_ADDON.
+ * Reads TSGLANG_SHM_SPIN_US, TSGLANG_GLOO_ADDON and SGLANG_PP_LAYER_PARTITION.
  * @param env process.env or a test copy
  */
 export function readDistEnv(env: NodeJS.ProcessEnv = process.env): DistEnv {
@@ -17,5 +19,6 @@ export function readDistEnv(env: NodeJS.ProcessEnv = process.env): DistEnv {
   return {
     shmSpinUs: Number.isFinite(spin) && spin >= 0 ? spin : null,
     glooAddonPath: env.TSGLANG_GLOO_ADDON || null,
+    ppLayerPartition: env.SGLANG_PP_LAYER_PARTITION || null,
   };
 }

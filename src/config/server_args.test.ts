@@ -76,12 +76,32 @@ test('flags whose feature is not built stop start-up with a message saying so', 
     [['--speculative-algorithm', 'NGRAM'], /speculative algorithm NGRAM/],
     [['--kv-cache-dtype', 'fp4_e2m1'], /KV cache dtype 'fp4_e2m1'/],
     [['--tp', '8', '--enable-prefill-cp', '--cp-strategy', 'zigzag'], /zigzag prefill context parallelism.*unavailable for DeepSeek V3\.2/],
-    [['--pp-size', '2'], /pipeline parallelism/],
+    [['--pp-size', '2', '--dp', '2'], /pipeline parallelism with data parallelism \(--pp-size 2 with --dp-size 2\).*not supported by tsglang yet/],
+    [['--pp-size', '2', '--disaggregation-mode', 'prefill'], /pipeline parallelism with PD disaggregation/],
     [['--quantization', 'modelopt_fp4'], /quantization 'modelopt_fp4'/],
   ];
   for (const [argv, re] of cases) {
     const p = parseServerArgs(['--model-path', dir, ...argv]);
     assert.throws(() => validateServerArgs(p.args, p.given, 2), (e: unknown) => e instanceof UnsupportedFeatureError && re.test(e.message), argv.join(' '));
+  }
+});
+
+test('--pp-size: accepted with --pp-max-micro-batch-size and --pp-async-batch-depth; SGLang\'s PP asserts (mixed chunk, speculative decoding, nodes)', () => {
+  const dir = checkpointDir();
+  const ok = parseServerArgs(['--model-path', dir, '--tp', '2', '--pp-size', '2', '--pp-max-micro-batch-size', '4', '--pp-async-batch-depth', '1']);
+  assert.doesNotThrow(() => validateServerArgs(ok.args, ok.given, 4));
+  assert.deepEqual([ok.args.ppSize, ok.args.ppMaxMicroBatchSize, ok.args.ppAsyncBatchDepth], [2, 4, 1]);
+  assert.equal(parseServerArgs(['--model-path', dir]).args.ppMaxMicroBatchSize, null);
+  const cases: [string[], RegExp][] = [
+    [['--pp-size', '2', '--enable-mixed-chunk'], /argument --enable-mixed-chunk: Pipeline parallelism is not compatible with mixed chunked prefill\./],
+    [['--pp-size', '2', '--speculative-algorithm', 'EAGLE'], /PP \+ speculative decoding is only supported in disaggregated prefill mode/],
+    [['--pp-size', '2', '--pp-max-micro-batch-size', '0'], /argument --pp-max-micro-batch-size: must be ≥ 1, got 0/],
+    [['--pp-size', '3', '--nnodes', '2', '--node-rank', '0', '--dist-init-addr', '10.0.0.1:5000'], /tp_size must be divisible by number of nodes/],
+    [['--pp-size', '3', '--tp', '2', '--nnodes', '2', '--node-rank', '0', '--dist-init-addr', '10.0.0.1:5000'], /--pp-size 3 stages do not map onto --nnodes 2/],
+  ];
+  for (const [argv, re] of cases) {
+    const p = parseServerArgs(['--model-path', dir, ...argv]);
+    assert.throws(() => validateServerArgs(p.args, p.given, 4), (e: unknown) => e instanceof InvalidRequestError && re.test(e.message), argv.join(' '));
   }
 });
 
@@ -186,7 +206,7 @@ test('every problem of a command line is reported in one message (issue 14: one 
   const dir = checkpointDir();
   const { parsed, problems } = parseServerArgsCollecting([
     '--model-path', dir, '--no-such-flag', '1', '--port', 'abc', '--attention-backend', 'nope', '--also-unknown',
-    '--pp-size', '2', '--page-size', '0', '--speculative-algorithm', 'EAGLE3',
+    '--pp-size', '2', '--dp', '2', '--page-size', '0', '--speculative-algorithm', 'EAGLE3',
   ]);
   const check = checkServerArgs(parsed.args, parsed.given, 2);
   const all = [...problems, ...check.problems].map((p) => p.message);
@@ -200,7 +220,7 @@ test('every problem of a command line is reported in one message (issue 14: one 
   // the throwing API lists them all too
   assert.throws(() => parseServerArgs(['--a-b-c', '--port', 'x']), (e: unknown) => e instanceof InvalidRequestError
     && /2 problems with the flags/.test(e.message) && /unrecognized arguments: --a-b-c/.test(e.message) && /--port: invalid int value/.test(e.message));
-  const p = parseServerArgs(['--model-path', dir, '--speculative-algorithm', 'EAGLE3', '--pp-size', '2']);
+  const p = parseServerArgs(['--model-path', dir, '--speculative-algorithm', 'EAGLE3', '--pp-size', '2', '--dp', '2', '--disaggregation-mode', 'prefill']);
   assert.throws(() => validateServerArgs(p.args, p.given), (e: unknown) => e instanceof UnsupportedFeatureError
     && /speculative algorithm EAGLE3/.test(e.message) && /pipeline parallelism/.test(e.message));
 });
@@ -211,12 +231,12 @@ test('GPU-only knobs: SGLang choices validated, all summarised in one warning li
   }
   const p = parseServerArgs(['--attention-backend', 'dsa', '--dsa-prefill-backend', 'flashmla_sparse', '--nsa-decode-backend', 'flashmla_kv',
     '--moe-a2a-backend', 'deepep', '--deepep-mode', 'low_latency', '--moe-runner-backend', 'flashinfer_trtllm', '--cuda-graph-max-bs', '256',
-    '--disable-cuda-graph', '--pp-async-batch-depth', '1']);
+    '--disable-cuda-graph']);
   assert.doesNotThrow(() => validateServerArgs(p.args, p.given));
   const line = gpuKnobsNotice(p.args, p.given, readServerEnv({ SGLANG_SET_CPU_AFFINITY: '1', SGLANG_DEEPEP_LL_COMBINE_SEND_NUM_SMS: '32' }).gpuEnv) ?? '';
   assert.ok(!line.includes('\n'));
   for (const item of ['--attention-backend dsa', '--dsa-prefill-backend flashmla_sparse', '--dsa-decode-backend flashmla_kv', '--moe-a2a-backend deepep',
-    '--deepep-mode low_latency', '--moe-runner-backend flashinfer_trtllm', '--cuda-graph-max-bs 256', '--disable-cuda-graph', '--pp-async-batch-depth 1',
+    '--deepep-mode low_latency', '--moe-runner-backend flashinfer_trtllm', '--cuda-graph-max-bs 256', '--disable-cuda-graph',
     'SGLANG_DEEPEP_LL_COMBINE_SEND_NUM_SMS=32', 'SGLANG_SET_CPU_AFFINITY=1']) assert.ok(line.includes(item), item);
   assert.match(line, /tsglang uses instead: its own AVX2 CPU kernels/);
   assert.equal(gpuKnobsNotice(parseServerArgs([]).args, new Set()), null);

@@ -59,6 +59,7 @@ export interface ServerArgs {
   dpSize: number;
   epSize: number;
   ppSize: number;
+  ppMaxMicroBatchSize: number | null;
   ppAsyncBatchDepth: number;
   enableDpAttention: boolean;
   loadBalanceMethod: string;
@@ -179,11 +180,12 @@ export const SERVER_FLAGS: readonly FlagSpec[] = [
   { name: 'log-level-http', key: 'logLevelHttp', type: 'str', default: null, choices: ['debug', 'info', 'warning', 'error'], help: 'HTTP log level (default: --log-level)' },
   { name: 'log-requests', key: 'logRequests', type: 'bool', default: false, help: 'log request metadata, inputs and outputs' },
   { name: 'log-requests-level', key: 'logRequestsLevel', type: 'int', default: 2, help: '0 meta, 1 +sampling params, 2 +partial I/O, 3 full' },
-  // parallelism (TP/EP ranks and DP groups are threads; pp = 1 on this build)
+  // parallelism (TP/EP/PP ranks and DP groups are threads of one process per node)
   { name: 'tp-size', aliases: ['tensor-parallel-size', 'tp'], key: 'tpSize', type: 'int', default: 1, help: 'tensor-parallel size' },
   { name: 'dp-size', aliases: ['data-parallel-size'], key: 'dpSize', type: 'int', default: 1, help: 'data-parallel size' },
   { name: 'ep-size', aliases: ['ep', 'expert-parallel-size'], key: 'epSize', type: 'int', default: 1, help: 'expert-parallel size' },
   { name: 'pp-size', aliases: ['pipeline-parallel-size'], key: 'ppSize', type: 'int', default: 1, help: 'pipeline-parallel size' },
+  { name: 'pp-max-micro-batch-size', key: 'ppMaxMicroBatchSize', type: 'int', default: null, help: 'requests per pipeline micro-batch (default max(max_running_requests // pp_size, 1))' },
   { name: 'pp-async-batch-depth', key: 'ppAsyncBatchDepth', type: 'int', default: 0, help: 'extra in-flight micro-batches with --pp-size > 1' },
   { name: 'enable-dp-attention', key: 'enableDpAttention', type: 'bool', default: false, help: 'data-parallel attention (switched off when dp = 1)' },
   { name: 'load-balance-method', key: 'loadBalanceMethod', type: 'str', default: 'auto', choices: ['auto', 'round_robin', 'shortest_queue', 'minimum_tokens'], help: 'how the DP controller spreads requests over DP ranks' },
@@ -420,6 +422,13 @@ const VALUE_RULES: readonly ValueRule[] = [
   ['cuda-graph-max-bs', (a) => atLeast1(a.cudaGraphMaxBs)],
   ['cuda-graph-max-bs-decode', (a) => atLeast1(a.cudaGraphMaxBsDecode)],
   ['pp-async-batch-depth', (a) => (a.ppAsyncBatchDepth < 0 ? `must be ≥ 0, got ${a.ppAsyncBatchDepth}` : null)],
+  ['pp-max-micro-batch-size', (a) => atLeast1(a.ppMaxMicroBatchSize)],
+  // SGLang's check_server_args asserts (server_args.py) for pipeline parallelism
+  ['enable-mixed-chunk', (a) => (a.ppSize > 1 && a.enableMixedChunk ? 'Pipeline parallelism is not compatible with mixed chunked prefill.' : null)],
+  ['speculative-algorithm', (a) => (a.ppSize > 1 && a.speculativeAlgorithm !== null && a.disaggregationMode !== 'prefill' ? 'PP + speculative decoding is only supported in disaggregated prefill mode' : null)],
+  ['nnodes', (a) => (a.nnodes > 1 && (a.tpSize * a.ppSize) % a.nnodes !== 0 ? 'tp_size must be divisible by number of nodes' : null)],
+  ['nnodes', (a) => (a.nnodes > 1 && a.ppSize > 1 && a.ppSize % a.nnodes !== 0 && a.nnodes % a.ppSize !== 0
+    ? `--pp-size ${a.ppSize} stages do not map onto --nnodes ${a.nnodes} (each node holds pp_size // nnodes whole stages, or nnodes // pp_size nodes share a stage)` : null)],
   ['log-requests-level', (a) => (![0, 1, 2, 3].includes(a.logRequestsLevel) ? `invalid choice: ${a.logRequestsLevel} (choose from 0, 1, 2, 3)` : null)],
   ['node-rank', (a) => (a.nodeRank < 0 || a.nodeRank >= a.nnodes ? `must be in [0, nnodes=${a.nnodes}), got ${a.nodeRank}` : null)],
   ['ep-size', (a) => (a.tpSize % a.epSize !== 0 ? `must divide --tp-size: tp_size % ep_size == 0 is required, got ${a.tpSize} % ${a.epSize} = ${a.tpSize % a.epSize}` : null)],
@@ -452,7 +461,10 @@ type NotBuiltRule = (a: Readonly<ServerArgs>, given: ReadonlySet<string>, machin
 const NOT_BUILT_RULES: readonly NotBuiltRule[] = [
   // --dp-size: engine/dp_controller.ts (replicas on one node, or attention-DP groups with --enable-dp-attention, also
   // across nodes: engine/remote_core.ts)
-  (a) => (a.ppSize > 1 ? `pipeline parallelism (--pp-size ${a.ppSize})` : null),
+  // --pp-size: executor/pp_runner.ts (stages of tp ranks each; across nodes with cli/multinode.ts)
+  (a) => (a.ppSize > 1 && a.dpSize > 1 ? `pipeline parallelism with data parallelism (--pp-size ${a.ppSize} with --dp-size ${a.dpSize})` : null),
+  (a) => (a.ppSize > 1 && (a.enablePrefillCp || a.attnCpSize > 1) ? `prefill context parallelism with pipeline parallelism (--enable-prefill-cp with --pp-size ${a.ppSize})` : null),
+  (a) => (a.ppSize > 1 && a.disaggregationMode !== 'null' ? `pipeline parallelism with PD disaggregation (--pp-size ${a.ppSize} with --disaggregation-mode ${a.disaggregationMode})` : null),
   // --nnodes > 1: cli/multinode.ts (needs Gloo; checks --dist-init-addr and tp_size % nnodes)
   // --enable-prefill-cp --cp-strategy interleave with dp = 1 (also across nodes): layers/context_parallel.ts (DeepSeek MLA)
   (a) => (a.cpStrategy === 'zigzag' ? 'zigzag prefill context parallelism (--cp-strategy zigzag; SGLang has it unavailable for DeepSeek V3.2 too: use interleave)' : null),
@@ -508,7 +520,7 @@ const GPU_KNOBS: ReadonlyArray<readonly [flag: string, key: keyof ServerArgs]> =
   ['attention-backend', 'attentionBackend'], ['dsa-prefill-backend', 'dsaPrefillBackend'], ['dsa-decode-backend', 'dsaDecodeBackend'],
   ['dsa-topk-backend', 'dsaTopkBackend'], ['moe-runner-backend', 'moeRunnerBackend'], ['moe-a2a-backend', 'moeA2aBackend'], ['deepep-mode', 'deepepMode'],
   ['cuda-graph-max-bs', 'cudaGraphMaxBs'], ['cuda-graph-max-bs-decode', 'cudaGraphMaxBsDecode'], ['disable-cuda-graph', 'disableCudaGraph'],
-  ['enable-torch-compile', 'enableTorchCompile'], ['pp-async-batch-depth', 'ppAsyncBatchDepth'],
+  ['enable-torch-compile', 'enableTorchCompile'],
 ];
 
 /** The SGLANG_* environment variables of the seed pages that only tune GPU kernels or GPU processes. */

@@ -57,6 +57,10 @@ export interface EngineSlice {
   readonly loadBalanceMethod: string;
   /** Prefill CP group size (--attn-cp-size, or tp / dp with --enable-prefill-cp alone; 1 = off). */
   readonly attnCpSize: number;
+  /** --pp-size, --pp-max-micro-batch-size (null: max(max_running_requests // pp_size, 1)), --pp-async-batch-depth. */
+  readonly ppSize: number;
+  readonly ppMaxMicroBatchSize: number | null;
+  readonly ppAsyncBatchDepth: number;
   /** --dist-timeout, seconds (null = the default 30 minutes). */
   readonly distTimeout: number | null;
   readonly logLevel: string;
@@ -136,6 +140,9 @@ export function engineSlice(a: Readonly<ServerArgs>, modelPath: string): EngineS
     ...(a.numThreads !== null ? { numThreads: a.numThreads } : {}),
     tpSize: a.tpSize,
     epSize: a.epSize,
+    ppSize: a.ppSize,
+    ppMaxMicroBatchSize: a.ppMaxMicroBatchSize,
+    ppAsyncBatchDepth: a.ppAsyncBatchDepth,
     dpSize: a.dpSize,
     enableDpAttention: a.enableDpAttention && a.dpSize > 1,
     loadBalanceMethod: a.loadBalanceMethod,

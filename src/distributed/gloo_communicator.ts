@@ -22,6 +22,12 @@ export interface GlooAddon {
   glooAllToAll(h: GlooHandle, src: ArrayBufferView, dst: ArrayBufferView, timeoutMs: number): void;
   glooBarrier(h: GlooHandle, timeoutMs: number): void;
   glooClose(h: GlooHandle): void;
+  /** Point-to-point: waits for this group's previous sends, then posts header at `slot` and payload at `slot + 1`. */
+  glooSendAsync(h: GlooHandle, header: ArrayBufferView, payload: ArrayBufferView, dstRank: number, slot: number, timeoutMs: number): void;
+  /** Waits until every posted send was taken by its receiver. */
+  glooWaitSends(h: GlooHandle, timeoutMs: number): void;
+  /** Blocks until the bytes srcRank sent at `slot` fill `buf` (exactly its length). */
+  glooRecvBytes(h: GlooHandle, buf: ArrayBufferView, srcRank: number, slot: number, timeoutMs: number): void;
   /** _exit(code) at once (no worker-thread joins: a rank blocked in Gloo cannot be joined). */
   glooHardExit(code: number): never;
 }

@@ -15,3 +15,5 @@ export type { GlooGroupRef, GroupRef } from './group_ref.js';
 export { FramedLink, listenFramed } from './framed_link.js';
 export { bootstrapNodes, NodeBootstrap, parseDistInitAddr } from './node_bootstrap.js';
 export type { NodeBootstrapOptions } from './node_bootstrap.js';
+export { abortLocalLink, createLocalLink, openLink } from './p2p_link.js';
+export type { GlooLinkEnd, LinkEnd, LocalLinkEnd, P2pLink } from './p2p_link.js';

@@ -6,12 +6,14 @@ import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { F32_CODEC, kvCodecName, Logger, parseKvCacheDtype, SILENT_LOGGER, TsglangError, UnsupportedFeatureError } from '../common/index.js';
 import type { KvCodec } from '../common/index.js';
-import { deriveContextLength, loadModelConfig, readKernelEnv, type KernelEnv } from '../config/index.js';
+import { deriveContextLength, loadModelConfig, readKernelEnv } from '../config/index.js';
 import { CacheManager, Scheduler, type StepStats } from '../scheduler/index.js';
 import { ChunkCache, KVPool, kvBytesPerToken as kvBytesPerTokenOf, RadixCache, ReqToTokenPool, TokenToKVPoolAllocator } from '../mem_cache/index.js';
-import { ModelRunner, defaultThreadsPerRank, isLockstepModel, launchDpAttnGroup, launchTpRanks, planMemory, readAvailableMemoryBytes, type ForwardModel, type LockstepModel, type TpLaunch } from '../executor/index.js';
-import { computeBackendFor, createOps, loadNativeAddon, type NativeAddon, type NativeHandle } from '../kernels/index.js';
-import { setSamplerKernels } from '../sampling/index.js';
+import {
+  ModelRunner, defaultThreadsPerRank, installNativeSampling, isLockstepModel, launchDpAttnGroup, launchPpRanks, launchTpRanks, planMemory, readAvailableMemoryBytes,
+  type ForwardModel, type LockstepModel, type PpLaunch, type TpLaunch, type TpLaunchOptions,
+} from '../executor/index.js';
+import { createOps } from '../kernels/index.js';
 import { loadModel, type LoadedModel } from '../models/index.js';
 import { loadTokenizer, type Tokenizer } from '../tokenizer/index.js';
 import { GrammarClient } from '../constrained/index.js';
@@ -21,6 +23,8 @@ import type { EngineInfo, EngineLoad, EngineOptions } from './types.js';
 import { CoreProfiler } from './profiler.js';
 import { createSpecDecoder, loadDraftSource, planSpec, type DraftSource } from './spec_setup.js';
 import { CoreDisagg } from './core_disagg.js';
+
+export { installNativeSampling } from '../executor/index.js';
 
 /**
  * Sampling defaults from the checkpoint's generation_config.json (SGLang --sampling-defaults model): temperature,
@@ -40,37 +44,14 @@ export function readGenerationDefaults(modelPath: string): Record<string, number
 }
 
 /**
- * Gives the sampler the native addon's greedy argmax and exp passes (bit-identical to its JavaScript loops; about
- * 3× (exp) and 10× (argmax) faster per vocab id) when the addon loads and the backend is not forced to 'cpu';
- * otherwise leaves the JavaScript loops. When the addon has the fused sampler (fusedSampleRows), a decode step's
- * rows (every sampling mode) run through it over `threads` threads — the model's own pool when its NativeOps has
- * that many threads, else a pool of their own (sampleRows).
- * @param threads threads of the fused sampler (default: available cores)
- * @returns true when installed
- */
-export function installNativeSampling(env: KernelEnv = readKernelEnv(), threads = availableParallelism()): boolean {
-  if (env.backend === 'cpu') return false;
-  const addon = loadNativeAddon(env).addon;
-  if (!addon?.argmaxF32 || !addon.scaleMaxF32 || !addon.expShiftSum || !addon.expProbs || !addon.selectAtLeast) return false;
-  const fused = addon.fusedSampleRows;
-  const rows = fused ? samplingBackend(addon, Math.max(1, Math.floor(threads))) : null;
-  setSamplerKernels({
-    argmax: addon.argmaxF32, scaleMax: addon.scaleMaxF32, expShiftSum: addon.expShiftSum, expProbs: addon.expProbs, selectAtLeast: addon.selectAtLeast,
-    ...(rows && fused ? {
-      fusedRows: (l: Float32Array, V: number, r: Int32Array, p: Float64Array, tok: Int32Array, lp: Float64Array, st: Int32Array) => fused(rows, l, V, r, p, tok, lp, st),
-    } : {}),
-  });
-  return true;
-}
-
-/**
  * Loads a model under TP/EP: ranks 1..tp-1 start as worker threads (executor/tp_runner.ts), each reading its shard;
  * rank 0's shard loads here and its model fans every step out to the ranks.
  * @throws InvalidRequestError for a layout the model does not split into; ModelLoadError naming a failed rank
  */
-function loadTpModel(options: EngineOptions, logger: Logger): TpLaunch {
+function loadTpModel(options: EngineOptions, logger: Logger): TpLaunch | PpLaunch {
   const tp = options.tpSize ?? 1;
-  return launchTpRanks({
+  const pp = options.ppSize ?? 1;
+  return (pp > 1 ? (o: TpLaunchOptions) => launchPpRanks({ ...o, ppSize: pp, asyncBatchDepth: options.ppAsyncBatchDepth ?? 0 }) : launchTpRanks)({
     modelPath: options.modelPath,
     overrides: options.jsonModelOverrideArgs ?? {},
     tpSize: tp,
@@ -83,19 +64,6 @@ function loadTpModel(options: EngineOptions, logger: Logger): TpLaunch {
     kvCacheDtype: parseKvCacheDtype(options.kvCacheDtype ?? 'auto') ?? 'auto',
     logger,
   });
-}
-
-/**
- * The thread pool of the fused sampler: the model's own (computeBackendFor: the same worker threads, so sampling
- * adds no spinning threads), else one per thread count for the life of the thread (a model without native ops).
- */
-const samplingBackends = new Map<number, NativeHandle>();
-function samplingBackend(addon: NativeAddon, threads: number): NativeHandle {
-  const shared = computeBackendFor(threads);
-  if (shared) return shared;
-  let b = samplingBackends.get(threads);
-  if (!b) { b = addon.createBackend(threads, 0, 32); samplingBackends.set(threads, b); }
-  return b;
 }
 
 /** Decode steps between "Decode batch." log lines (SGLang --decode-log-interval default). */
@@ -171,6 +139,10 @@ export class EngineCore {
     /** KV-cache storage from the model's backend (huge pages on the native one); plain arrays for an injected model. */
     let kvAlloc: ((n: number) => Float32Array) | undefined;
     const tpSize = options.tpSize ?? 1;
+    const ppSize = options.ppSize ?? 1;
+    if (ppSize > 1 && options.speculativeAlgorithm) throw new UnsupportedFeatureError('PP + speculative decoding is only supported in disaggregated prefill mode');
+    /** Decoder layers of the whole model (every stage's KV pool holds its share of them). */
+    let numLayers = 0;
     if (injected) cm = injected;
     else {
       let loaded: { model: ForwardModel; config: LoadedModel['config'] };
@@ -186,7 +158,7 @@ export class EngineCore {
         }, logger);
         loaded = { model: launch.model, config: launch.rank0.config };
         kvAlloc = launch.allocKv;
-      } else if (tpSize > 1) {
+      } else if (tpSize > 1 || ppSize > 1) {
         const launch = loadTpModel(options, logger);
         loaded = { model: launch.model, config: launch.rank0.config };
         kvAlloc = launch.allocKv;
@@ -195,6 +167,7 @@ export class EngineCore {
         kvAlloc = (n) => ops.allocateKvBuffer(n);
         loaded = loadModel(options.modelPath, { ops, overrides: options.jsonModelOverrideArgs ?? {}, logger });
       }
+      numLayers = loaded.config.numHiddenLayers;
       draftSource = loadDraftSource(options, { model: loaded.model, vocabSize: loaded.config.vocabSize }, tpSize, logger);
       const gen = tokenizer?.eosTokenIds ?? [];
       const cfgEos = loaded.config.raw['eos_token_id'];
@@ -220,7 +193,9 @@ export class EngineCore {
     // Every TP rank holds a KV pool of this layout (its heads; MLA's latent replicated) in this process's memory,
     // each row in the KV dtype's codec; the draft's pool (same token slots) is budgeted with it. Plain DP: dp replicas
     // of tp ranks plan from the same memory; attention-DP groups share the tp ranks.
-    const kvBytesPerToken = kvBytesPerTokenOf(layout) * tpSize * (options.dpRank !== undefined ? options.dpSize ?? 1 : 1) + (specPlan?.draftBytesPerToken ?? 0);
+    // Under PP each stage's pool holds its layers: the budget is a layer's bytes times every layer of the model.
+    const layoutBytes = ppSize > 1 ? kvBytesPerTokenOf({ numLayers: 1, buffers: layout.buffers }) * numLayers : kvBytesPerTokenOf(layout);
+    const kvBytesPerToken = layoutBytes * tpSize * (options.dpRank !== undefined ? options.dpSize ?? 1 : 1) + (specPlan?.draftBytesPerToken ?? 0);
     const maxRunningOpt = options.maxRunningRequests ?? (spec ? 48 : null);
     const plan = planMemory({
       totalMemBytes: memBefore,
@@ -233,6 +208,7 @@ export class EngineCore {
       pageSize,
       contextLength,
       maxRunningRequests: maxRunningOpt,
+      ...(ppSize > 1 ? { ppSize } : {}),
     });
     const capacity = plan.maxTotalNumTokens;
     const kvPool = new KVPool(layout, capacity + pageSize, Math.min(capacity + pageSize, 64 * pageSize), kvAlloc ? (n) => kvAlloc(n) : undefined);
@@ -271,6 +247,8 @@ export class EngineCore {
         maxTotalNumTokens: capacity,
         eosTokenIds: cm.eosTokenIds,
         recordStats: options.recordStepStats ?? false,
+        // SGLang: pp_max_micro_batch_size defaults to max(max_running_requests // pp_size, 1)
+        ...(ppSize > 1 ? { ppMaxMicroBatchSize: options.ppMaxMicroBatchSize ?? Math.max(Math.floor(plan.maxRunningRequests / ppSize), 1) } : {}),
       },
       runner,
       new CacheManager(reqToTokenPool, allocator, cache),
@@ -393,6 +371,8 @@ export class EngineCore {
         void this.disagg?.close();
         this.scheduler.abortAll();
         this.runOneStep();
+        // PP: the micro-batches in flight come back (their aborts apply then) before the ranks are told to stop
+        for (let i = 0; this.scheduler.inFlight > 0 && i < 64; i++) this.runOneStep();
         this.stopped = true;
         this.scheduler.runner.model.close?.(); // TP: every rank leaves its loop
         void this.grammar?.shutdown();
@@ -537,7 +517,7 @@ export class EngineCore {
       this.emitTimeMs += performance.now() - t1;
     }
     if (broken !== null && !this.stopped) this.stopOnFatal(broken);
-    return result.stats !== null || tokenOutputs.length > 0 || f !== undefined;
+    return result.stats !== null || tokenOutputs.length > 0 || f !== undefined || result.launched === true;
   }
 
   /**

@@ -168,6 +168,15 @@ export interface EngineOptions {
   /** --ep-size: expert-parallel size inside the TP group (default 1; must divide tpSize). */
   readonly epSize?: number;
   /**
+   * --pp-size: pipeline stages of tpSize ranks each (default 1): the decoder layers split over them, micro-batches
+   * flowing stage to stage (executor/pp_runner.ts, scheduler/pp_loop.ts).
+   */
+  readonly ppSize?: number;
+  /** --pp-max-micro-batch-size: requests per micro-batch (default max(max_running_requests // pp_size, 1)). */
+  readonly ppMaxMicroBatchSize?: number | null;
+  /** --pp-async-batch-depth: micro-batches in flight beyond pp_size (default 0). */
+  readonly ppAsyncBatchDepth?: number;
+  /**
    * --dp-size: data-parallel groups (default 1). Without enableDpAttention, dp independent replicas of tpSize ranks
    * each behind one DP controller (engine/dp_controller.ts); with it, dp attention-DP groups inside the tpSize ranks.
    */

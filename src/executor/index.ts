@@ -9,3 +9,8 @@ export * from './tp_runner.js';
 export * from './dp_lockstep.js';
 export * from './dp_attention_runner.js';
 export * from './demo_weights.js';
+export * from './native_sampling.js';
+export * from './pp_protocol.js';
+export * from './pp_stage.js';
+export * from './pp_layout.js';
+export * from './pp_runner.js';

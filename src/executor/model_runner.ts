@@ -50,6 +50,30 @@ export interface RunResult {
   readonly scores: RowScore[];
   /** [numTokens, hiddenSize] f32 final-norm hidden states of every row, when batch.captureAllHidden (EAGLE). */
   readonly allHiddenStates?: Float32Array;
+  /**
+   * Pipeline parallelism (the last stage sampled on its own thread): per sample row, its RNG state after the draw, for
+   * the request's Rng to continue from (Rng.setState).
+   */
+  readonly rngStates?: readonly (readonly number[])[];
+}
+
+/**
+ * A model split into pipeline stages (executor/pp_runner.ts): a step is launched on the first stage, which returns
+ * once its layers ran and the hidden states are on their way, and its samples are collected later from the last
+ * stage; up to `loopSize` steps are in flight, collected in launch order (SGLang event_loop_pp's micro-batches).
+ */
+export interface PipelinedModel extends ForwardModel {
+  /** Micro-batches that may be in flight at once: pp_size + pp_async_batch_depth. */
+  readonly loopSize: number;
+  /** Runs the first stage of a step and sends it on. @throws DistributedError naming the failed stage and rank */
+  launch(batch: ForwardBatch, sample: readonly SampleRowRequest[], score: readonly ScoreRowRequest[]): void;
+  /** Blocks until the oldest launched step's result arrives. @throws DistributedError naming the failed stage and rank */
+  collect(): RunResult;
+}
+
+/** True for a pipeline-parallel model. */
+export function isPipelinedModel(m: ForwardModel): m is PipelinedModel {
+  return typeof (m as Partial<PipelinedModel>).launch === 'function' && typeof (m as Partial<PipelinedModel>).collect === 'function';
 }
 
 /**
@@ -90,6 +114,10 @@ export class ModelRunner {
    * @throws InternalError when the model returns a logits array of the wrong size
    */
   run(batch: ForwardBatch, sample: readonly SampleRowRequest[], score: readonly ScoreRowRequest[]): RunResult {
+    if (this.pipeline) {
+      this.launch(batch, sample, score);
+      return this.collect();
+    }
     const t1 = performance.now();
     const out = this.forwardRaw(batch);
     const V = this.vocabSize;
@@ -102,6 +130,36 @@ export class ModelRunner {
   }
 
   private lastForwardMs = 0;
+
+  /** The model as a pipeline (null when it runs whole on this thread, or under TP only). */
+  get pipeline(): PipelinedModel | null {
+    return isPipelinedModel(this.model) ? this.model : null;
+  }
+
+  /**
+   * Pipeline parallelism: runs the first stage of `batch` and sends it on; its samples come from collect(). The time
+   * counts as forward time.
+   * @throws InternalError when the model is not pipelined; DistributedError from the stages
+   */
+  launch(batch: ForwardBatch, sample: readonly SampleRowRequest[], score: readonly ScoreRowRequest[]): void {
+    assert(batch.kvPool === this.kvPool, 'ModelRunner: batch uses another KV pool');
+    const p = this.pipeline;
+    assert(p !== null, 'ModelRunner.launch: the model is not pipelined');
+    const t0 = performance.now();
+    p.launch(batch, sample, score);
+    this.forwardTimeMs += performance.now() - t0;
+    this.numForwards++;
+  }
+
+  /** Pipeline parallelism: the oldest launched step's result (blocks until the last stage sends it). */
+  collect(): RunResult {
+    const p = this.pipeline;
+    assert(p !== null, 'ModelRunner.collect: the model is not pipelined');
+    const t0 = performance.now();
+    const r = p.collect();
+    this.forwardTimeMs += performance.now() - t0;
+    return r;
+  }
 
   /**
    * Runs the model on `batch` and returns its raw output (speculative verify samples the rows itself). The logits

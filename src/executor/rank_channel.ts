@@ -42,24 +42,50 @@ const MSG_BYTES = 4096;
 export interface RankBoardHandle {
   readonly sab: SharedArrayBuffer;
   readonly size: number;
+  /** Set for a tp × pp layout: ranks are then named "PP stage s TP rank t (rank g)" (ppRankName). */
+  readonly ppTpSize?: number;
 }
 
-/** Per-rank start-up state, weight bytes and last error, in shared memory (written by each rank, read by rank 0). */
+/**
+ * Per-rank start-up state, weight bytes, last error and busy time, in shared memory (written by each rank, read by
+ * rank 0).
+ */
 export class RankBoard {
   private readonly state: Int32Array;
   private readonly bytes: Float64Array;
+  private readonly busy: Float64Array;
   private readonly msg: Uint8Array;
 
-  /** A new board for `size` ranks. */
-  static create(size: number): RankBoard {
-    return new RankBoard({ sab: new SharedArrayBuffer(size * (8 + 8 + MSG_BYTES)), size });
+  /**
+   * A new board for `size` ranks.
+   * @param ppTpSize the TP size of a tp × pp layout (ranks named by stage), omitted for TP only
+   */
+  static create(size: number, ppTpSize?: number): RankBoard {
+    return new RankBoard({ sab: new SharedArrayBuffer(size * (8 + 8 + 8 + MSG_BYTES)), size, ...(ppTpSize ? { ppTpSize } : {}) });
   }
 
   constructor(readonly handle: RankBoardHandle) {
     const n = handle.size;
     this.bytes = new Float64Array(handle.sab as unknown as ArrayBuffer, 0, n);
-    this.state = new Int32Array(handle.sab as unknown as ArrayBuffer, n * 8, n * 2);
-    this.msg = new Uint8Array(handle.sab as unknown as ArrayBuffer, n * 16, n * MSG_BYTES);
+    this.busy = new Float64Array(handle.sab as unknown as ArrayBuffer, n * 8, n);
+    this.state = new Int32Array(handle.sab as unknown as ArrayBuffer, n * 16, n * 2);
+    this.msg = new Uint8Array(handle.sab as unknown as ArrayBuffer, n * 24, n * MSG_BYTES);
+  }
+
+  /** How messages name rank r: "TP rank r", or "PP stage s TP rank t (rank r)" under PP. */
+  nameOf(rank: number): string {
+    const t = this.handle.ppTpSize;
+    return t ? `PP stage ${Math.floor(rank / t)} TP rank ${rank % t} (rank ${rank})` : `TP rank ${rank}`;
+  }
+
+  /** Adds `ms` of forward time to rank r (its own thread writes it: pipeline bubble statistics). */
+  addBusy(rank: number, ms: number): void {
+    this.busy[rank] += ms;
+  }
+
+  /** Forward time of rank r so far, ms (read from any thread; a torn read only blurs a statistic). */
+  busyMsOf(rank: number): number {
+    return this.busy[rank];
   }
 
   /** Rank r loaded its shard of `weightBytes` bytes. */
@@ -99,7 +125,7 @@ export class RankBoard {
   /** "rank r: message" for every failed rank, '' when none. */
   failures(): string {
     const out: string[] = [];
-    for (let r = 0; r < this.handle.size; r++) if (this.stateOf(r) === 'failed') out.push(`TP rank ${r}: ${this.errorOf(r)}`);
+    for (let r = 0; r < this.handle.size; r++) if (this.stateOf(r) === 'failed') out.push(`${this.nameOf(r)}: ${this.errorOf(r)}`);
     return out.join('; ');
   }
 }

@@ -9,7 +9,7 @@ import { Worker } from 'node:worker_threads';
 import { DistributedError, InvalidRequestError, ModelLoadError, SILENT_LOGGER, UnsupportedFeatureError } from '../common/index.js';
 import type { KvCacheDtype, Logger } from '../common/index.js';
 import { loadModelConfig, type KernelEnv } from '../config/index.js';
-import { abortCommunicator, abortLocalGroup, createLocalGroup, glooSubgroupRef, openGroup, type Communicator, type GlooGroupRef, type GroupRef } from '../distributed/index.js';
+import { abortCommunicator, abortLocalGroup, abortLocalLink, createLocalGroup, glooSubgroupRef, openGroup, type Communicator, type GlooGroupRef, type GroupRef } from '../distributed/index.js';
 import { createOps } from '../kernels/index.js';
 import { contextParallelGroups, parallelGroups, parallelLayout, type ForwardBatch, type ForwardOutput, type ParallelGroups } from '../layers/index.js';
 import { KVPool, type KVPoolLayout } from '../mem_cache/index.js';
@@ -17,6 +17,8 @@ import { getModelDefinition, loadModel, type LoadedModel } from '../models/index
 import type { ForwardModel } from './model_runner.js';
 import { CommStepChannel, RankBoard, type RankBoardHandle, type StepChannel } from './rank_channel.js';
 import { decodeStep, encodeForwardStep, encodeShutdownStep } from './step_codec.js';
+import { ppLinkEnds, ppPorts, ppRankInit, type PpLayout, type PpRankInit } from './pp_layout.js';
+import { planStages } from './pp_runner.js';
 
 /** Threads per rank by default: max(1, ⌊cores / ranks on this node⌋), so ranks never oversubscribe the machine. */
 export function defaultThreadsPerRank(ranksOnNode: number, cores = availableParallelism()): number {
@@ -40,6 +42,11 @@ export interface TpRankInit {
   readonly board: RankBoardHandle;
   /** --attn-cp-size > 1 (prefill CP): the CP size and this rank's attn_tp group (null when attn_tp = 1) and CP group. */
   readonly cp?: { readonly size: number; readonly attn: GroupRef | null; readonly group: GroupRef };
+  /**
+   * --pp-size > 1: this rank's stage and links (pp_layout.ts). `rank` is then the global rank (stage · tpSize + TP
+   * rank), `tp` its stage's TP group, `world` every rank of every stage.
+   */
+  readonly pp?: PpRankInit;
 }
 
 /** The groups of a prefill-CP layout: per CP rank its attn_tp group (null when attn_tp = 1), per attn_tp rank its CP group. */
@@ -70,9 +77,14 @@ function cpRefsList(refs: CpGroupRefs | null): GroupRef[] {
   return refs ? [...refs.attn.filter((r): r is GroupRef => r !== null), ...refs.cp] : [];
 }
 
-/** The groups a rank belongs to (world, tp and its CP groups). */
+/** The groups a rank belongs to (world, tp, its CP groups, stage 0's step channel). */
 export function rankGroupRefs(init: TpRankInit): GroupRef[] {
-  return [init.world, init.tp, ...(init.cp ? [init.cp.group, ...(init.cp.attn ? [init.cp.attn] : [])] : [])];
+  return [init.world, init.tp, ...(init.cp ? [init.cp.group, ...(init.cp.attn ? [init.cp.attn] : [])] : []), ...(init.pp?.step0 ? [init.pp.step0] : [])];
+}
+
+/** Breaks a rank's in-process links (its own ends: the neighbours blocked on them throw at once). */
+export function breakRankLinks(init: TpRankInit, reason: string): void {
+  for (const e of ppLinkEnds(init.pp)) if (e.backend === 'port') abortLocalLink(e, reason);
 }
 
 /** Rank `rank`'s part of the CP groups. */
@@ -228,8 +240,10 @@ export interface TpNodes {
   readonly tp: GlooGroupRef;
   /** Global rank of this node's first rank (node_rank × ranksPerNode). */
   readonly firstRank: number;
-  /** Ranks on this node (tp_size / nnodes), all threads of this process. */
+  /** Ranks on this node (tp_size · pp_size / nnodes), all threads of this process. */
   readonly ranksPerNode: number;
+  /** --pp-size > 1: every group and link of the tp × pp layout as Gloo refs (pp_layout.ts); `world` is its world. */
+  readonly pp?: PpLayout;
 }
 
 /**
@@ -333,15 +347,17 @@ export function launchTpRanks(o: TpLaunchOptions): TpLaunch {
  * outside the loop) breaks the in-process groups, so its peers fail at once instead of waiting out the timeout (across
  * nodes, Gloo sees the closed pairs itself).
  */
-function spawnRank(init: TpRankInit, board: RankBoard, logger: Logger): Worker {
+export function spawnRank(init: TpRankInit, board: RankBoard, logger: Logger): Worker {
   const r = init.rank;
-  const w = new Worker(new URL('./tp_worker_main.js', import.meta.url), { workerData: init });
-  w.on('error', (e) => logger.error(`TP rank ${r} thread died: ${e.message}`));
+  const w = new Worker(new URL('./tp_worker_main.js', import.meta.url), { workerData: init, transferList: ppPorts(init.pp) });
+  w.on('error', (e) => logger.error(`${board.nameOf(r)} thread died: ${e.message}`));
   w.on('exit', (code) => {
     const st = board.stateOf(r);
     if (st === 'exited' || st === 'failed') return;
     board.fail(r, `thread exited (code ${code}) before leaving its step loop`);
-    breakGroups(rankGroupRefs(init), [], r, `TP rank ${r} thread exited with code ${code}`);
+    const why = `${board.nameOf(r)} thread exited with code ${code}`;
+    breakGroups(rankGroupRefs(init), [], r, why);
+    breakRankLinks(init, why);
   });
   return w;
 }
@@ -356,19 +372,24 @@ export function runNodeRanks(o: TpLaunchOptions & { readonly nodes: TpNodes }): 
   const logger = o.logger ?? SILENT_LOGGER;
   const { nodes } = o;
   const threads = o.threadsPerRank ?? defaultThreadsPerRank(nodes.ranksPerNode);
-  const board = RankBoard.create(o.tpSize);
+  const pp = nodes.pp ?? null;
+  const board = pp ? RankBoard.create(o.tpSize * pp.ppSize, o.tpSize) : RankBoard.create(o.tpSize);
   const overrides = o.overrides ?? {};
+  const stages = pp ? planStages(o.modelPath, overrides, pp.ppSize) : [];
   const ranks = Array.from({ length: nodes.ranksPerNode }, (_, i) => nodes.firstRank + i);
   return new Promise<void>((resolve, reject) => {
     let left = ranks.length;
     const workers = ranks.map((rank) => {
-      const cp = (o.attnCpSize ?? 1) > 1 ? cpInitOf(cpGroupRefs(o.tpSize, o.attnCpSize!, o.timeoutMs ?? 1_800_000, nodes.tp), rank, o.tpSize) : undefined;
-      const init: TpRankInit = { rank, tpSize: o.tpSize, epSize: o.epSize, modelPath: o.modelPath, overrides, threads, ...(o.kernelEnv ? { kernelEnv: o.kernelEnv } : {}), ...(o.kvCacheDtype ? { kvCacheDtype: o.kvCacheDtype } : {}), world: nodes.world, tp: nodes.tp, board: board.handle, ...(cp ? { cp } : {}) };
+      const cp = !pp && (o.attnCpSize ?? 1) > 1 ? cpInitOf(cpGroupRefs(o.tpSize, o.attnCpSize!, o.timeoutMs ?? 1_800_000, nodes.tp), rank, o.tpSize) : undefined;
+      const init: TpRankInit = {
+        rank, tpSize: o.tpSize, epSize: o.epSize, modelPath: o.modelPath, overrides, threads, ...(o.kernelEnv ? { kernelEnv: o.kernelEnv } : {}), ...(o.kvCacheDtype ? { kvCacheDtype: o.kvCacheDtype } : {}),
+        world: nodes.world, tp: pp ? pp.tp[Math.floor(rank / o.tpSize)] : nodes.tp, board: board.handle, ...(cp ? { cp } : {}), ...(pp ? { pp: ppRankInit(pp, rank, stages) } : {}),
+      };
       const w = spawnRank(init, board, logger);
       w.on('exit', () => {
         if (board.stateOf(rank) === 'failed') {
           for (const x of workers) void x.terminate();
-          reject(new DistributedError(board.failures() || `TP rank ${rank} failed`));
+          reject(new DistributedError(board.failures() || `${board.nameOf(rank)} failed`));
           return;
         }
         if (--left === 0) resolve();

@@ -67,6 +67,11 @@ export interface ForwardBatch {
    * logits before the next forward.
    */
   readonly logitsOut?: Float32Array;
+  /**
+   * Pipeline parallelism, stages after the first: [numTokens, hiddenSize] f32 residual stream the previous stage
+   * produced for these token rows (its input to this stage's first layer, in place of the embedding; updated in place).
+   */
+  readonly ppHiddenIn?: Float32Array;
   /** KV storage this forward reads and writes. */
   readonly kvPool: KVPool;
 }
@@ -84,6 +89,11 @@ export interface ForwardOutput {
    * [numTokens, topK] i32 routed expert ids of every token row, in selection order.
    */
   readonly routedExperts?: readonly (Int32Array | null)[];
+  /**
+   * Pipeline parallelism, stages before the last: [numTokens, hiddenSize] f32 residual stream after this stage's
+   * layers (the next stage's ppHiddenIn); `logits` is then empty.
+   */
+  readonly ppHiddenOut?: Float32Array;
 }
 
 /** True for modes that carry several tokens per request (extend, mixed, draft_extend, target_verify). */

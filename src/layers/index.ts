@@ -20,3 +20,4 @@ export * from './moe/experts.js';
 export * from './parallel.js';
 export * from './dp_attention.js';
 export * from './context_parallel.js';
+export * from './pipeline.js';

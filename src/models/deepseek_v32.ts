@@ -9,9 +9,10 @@ import type { ModelConfig } from '../config/index.js';
 import type { ExpertWeights, Ops, SparseKeys, Weight } from '../kernels/index.js';
 import {
   DsaIndexer, FusedMoE, LogitsProcessor, MlaAttention, ParallelLMHead, SINGLE_RANK, VocabEmbedding,
-  attnGroupsOf, biasedGroupedTopK, lmHeadGroupsOf, deepseekRopeParams, deepseekRotaryTable, deepseekSoftmaxScale, expertRange, qHeadRange, tpAllReduce,
+  attnGroupsOf, biasedGroupedTopK, deepseekRopeParams, deepseekRotaryTable, deepseekSoftmaxScale, expertRange, isFirstStage, isLastStage,
+  lmHeadGroupsOf, qHeadRange, stageInput, tpAllReduce,
 } from '../layers/index.js';
-import type { ForwardBatch, ForwardOutput, GroupedTopKConfig, MlaExtendForm, ParallelGroups } from '../layers/index.js';
+import type { ForwardBatch, ForwardOutput, GroupedTopKConfig, MlaExtendForm, ParallelGroups, PipelineStage } from '../layers/index.js';
 import type { KVPoolLayout } from '../mem_cache/index.js';
 import type { CausalLM, CreateModelOptions, ModelDefinition } from './model_base.js';
 import { deepseekExpectedTensors, deepseekKvPoolLayout, isMoeLayer, layerReusesTopK, parseDeepseekConfig } from './deepseek_v32_config.js';
@@ -191,27 +192,34 @@ export class DeepseekV32ForCausalLM implements CausalLM {
     readonly config: ModelConfig,
     readonly deepseek: DeepseekConfig,
     private readonly ops: Ops,
-    private readonly embed: VocabEmbedding,
+    /** null on a pipeline stage that neither embeds nor ties the LM head to the embedding. */
+    private readonly embed: VocabEmbedding | null,
+    /** This stage's decoder layers (every layer without PP); index = KV pool layer. */
     private readonly layers: readonly DeepseekDecoderLayer[],
-    private readonly norm: Float32Array,
-    private readonly lmHead: ParallelLMHead,
+    /** Final norm, LM head: on the last stage only (null before it). */
+    private readonly norm: Float32Array | null,
+    private readonly lmHead: ParallelLMHead | null,
     private readonly logits: LogitsProcessor,
-    /** The MTP layer, or null when the checkpoint has none. */
+    /** The MTP layer, or null when the checkpoint has none (or under PP). */
     readonly mtp: DeepseekMtpLayer | null,
+    /** The pipeline stage (undefined: the whole model). */
+    readonly stage?: PipelineStage,
   ) {}
 
   kvPoolLayout(kvCacheDtype: KvCacheDtype = 'auto'): KVPoolLayout {
-    return deepseekKvPoolLayout(this.deepseek, this.deepseek.numLayers, kvCacheDtype);
+    return deepseekKvPoolLayout(this.deepseek, this.layers.length, kvCacheDtype);
   }
 
   /**
-   * One forward step (model-spec.md §3.6): embedding, decoder layers, final RMSNorm, logits of batch.logitRows.
-   * @throws InternalError on inconsistent batch geometry
+   * One forward step (model-spec.md §3.6): embedding, decoder layers, final RMSNorm, logits of batch.logitRows. Under PP
+   * a stage runs its layers from the embedding (first stage) or batch.ppHiddenIn, and a stage before the last returns
+   * the residual stream (ppHiddenOut) instead of logits.
+   * @throws InternalError on inconsistent batch geometry (a ppHiddenIn of the wrong size included)
    */
   forward(batch: ForwardBatch): ForwardOutput {
     const T = batch.numTokens;
     if (T > 0) ensureLocs(batch);
-    const x = T > 0 ? this.embed.forward(batch.inputIds) : new Float32Array(0); // [T, D]
+    const x = isFirstStage(this.stage) ? (T > 0 ? this.embed!.forward(batch.inputIds) : new Float32Array(0)) : stageInput(batch, this.deepseek.hiddenSize); // [T, D]
     const routed: (Int32Array | null)[] = [];
     let keys: SparseKeys | undefined; // the last DSA selection, for layers that reuse it (Index Cache)
     for (let l = 0; l < this.layers.length; l++) {
@@ -219,13 +227,14 @@ export class DeepseekV32ForCausalLM implements CausalLM {
       routed.push(r.topKIds);
       keys = r.keys;
     }
+    if (!isLastStage(this.stage)) return { logits: new Float32Array(0), ppHiddenOut: x };
     if (T === 0) {
       // an idle batch (DP-attention) has no rows; it still joins the LM head's gather of every group's rows
-      if (this.lmHead.joinsIdleSteps) this.logits.forward(x, batch, this.lmHead);
+      if (this.lmHead!.joinsIdleSteps) this.logits.forward(x, batch, this.lmHead!);
       return { logits: new Float32Array(0) };
     }
-    const h = this.ops.rmsNorm(x, T, this.deepseek.hiddenSize, this.norm, this.deepseek.rmsNormEps);
-    const out = this.logits.forward(h, batch, this.lmHead);
+    const h = this.ops.rmsNorm(x, T, this.deepseek.hiddenSize, this.norm!, this.deepseek.rmsNormEps);
+    const out = this.logits.forward(h, batch, this.lmHead!);
     const withHidden = batch.captureAllHidden ? { ...out, allHiddenStates: h } : out;
     return batch.captureRoutedExperts ? { ...withHidden, routedExperts: routed } : withHidden;
   }
@@ -303,21 +312,28 @@ export function createDeepseekModel(config: ModelConfig, weights: WeightStore, o
   const cfg = parseDeepseekConfig(config);
   const ops = opts.ops;
   const pa = attnGroupsOf(opts.parallel ?? SINGLE_RANK); // the attn_tp ranks under DP-attention
-  const embed = new VocabEmbedding(weights.get('model.embed_tokens.weight'), ops, pa, cfg.vocabSize);
+  const stage = opts.stage;
+  const first = isFirstStage(stage);
+  const last = isLastStage(stage);
+  const [from, to] = stage ? [stage.startLayer, stage.endLayer] : [0, cfg.numLayers];
+  if (stage && from > 0 && from < to && layerReusesTopK(cfg, from)) {
+    throw new InvalidRequestError(`decoder layer ${from} reuses layer ${from - 1}'s DSA top-k (Index Cache), which is on the previous pipeline stage: set SGLANG_PP_LAYER_PARTITION so that stage ${stage.ppRank} starts on a layer with its own indexer`, 'pp_size');
+  }
+  const embed = first || (last && cfg.tieWordEmbeddings) ? new VocabEmbedding(weights.get('model.embed_tokens.weight'), ops, pa, cfg.vocabSize) : null;
   // (under DP-attention the LM head's vocabulary is split over the whole TP group: lmHeadGroupsOf)
-  const lmHead = new ParallelLMHead(weights.get(cfg.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight'), ops, lmHeadGroupsOf(opts.parallel ?? SINGLE_RANK, cfg.tieWordEmbeddings), cfg.vocabSize);
+  const lmHead = last ? new ParallelLMHead(weights.get(cfg.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight'), ops, lmHeadGroupsOf(opts.parallel ?? SINGLE_RANK, cfg.tieWordEmbeddings), cfg.vocabSize) : null;
   const logits = new LogitsProcessor(cfg.hiddenSize);
   const layers: DeepseekDecoderLayer[] = [];
-  for (let l = 0; l < cfg.numLayers; l++) layers.push(buildLayer(cfg, l, weights, opts));
+  for (let l = from; l < to; l++) layers.push(buildLayer(cfg, l, weights, opts));
   let mtp: DeepseekMtpLayer | null = null;
   const mp = `model.layers.${cfg.numLayers}.`;
-  if (cfg.numNextnLayers > 0 && weights.has(mp + 'eh_proj.weight')) {
+  if (!stage && cfg.numNextnLayers > 0 && weights.has(mp + 'eh_proj.weight')) {
     mtp = new DeepseekMtpLayer(
-      ops, cfg, embed, weights.f32(mp + 'enorm.weight'), weights.f32(mp + 'hnorm.weight'), weights.get(mp + 'eh_proj.weight'),
-      buildLayer(cfg, cfg.numLayers, weights, opts), weights.f32(mp + 'shared_head.norm.weight'), lmHead, logits,
+      ops, cfg, embed!, weights.f32(mp + 'enorm.weight'), weights.f32(mp + 'hnorm.weight'), weights.get(mp + 'eh_proj.weight'),
+      buildLayer(cfg, cfg.numLayers, weights, opts), weights.f32(mp + 'shared_head.norm.weight'), lmHead!, logits,
     );
   }
-  return new DeepseekV32ForCausalLM(config, cfg, ops, embed, layers, weights.f32('model.norm.weight'), lmHead, logits, mtp);
+  return new DeepseekV32ForCausalLM(config, cfg, ops, embed, layers, last ? weights.f32('model.norm.weight') : null, lmHead, logits, mtp, stage);
 }
 
 /** The MTP layer of a loaded model, or null when the model has none (not DeepSeek, or no layer in the checkpoint). */
@@ -371,6 +387,7 @@ export const DEEPSEEK_V32_DEFINITION: ModelDefinition = {
   tinyArchNames: ['deepseek-v32'],
   expectedTensors: deepseekExpectedTensors,
   shardTensors: deepseekShards,
+  pipelineStages: true,
   create: (config, weights, options) => createDeepseekModel(config, weights, options),
   tinyConfig: (preset) => deepseekTinyConfig(true, preset),
 };
@@ -381,6 +398,7 @@ export const DEEPSEEK_V3_DEFINITION: ModelDefinition = {
   tinyArchNames: ['deepseek-v3'],
   expectedTensors: deepseekExpectedTensors,
   shardTensors: deepseekShards,
+  pipelineStages: true,
   create: (config, weights, options) => createDeepseekModel(config, weights, options),
   tinyConfig: (preset) => deepseekTinyConfig(false, preset),
 };

@@ -4,7 +4,7 @@
 import { join } from 'node:path';
 import cliProgress from 'cli-progress';
 import { ModelLoadError, SILENT_LOGGER, UnsupportedFeatureError, numel, toF32 } from '../common/index.js';
-import { SINGLE_RANK, type ParallelGroups } from '../layers/index.js';
+import { SINGLE_RANK, stageHoldsTensor, type ParallelGroups, type PipelineStage } from '../layers/index.js';
 import type { Logger } from '../common/index.js';
 import { loadModelConfig } from '../config/index.js';
 import type { ModelConfig } from '../config/index.js';
@@ -25,6 +25,8 @@ export interface LoadOptions {
   readonly logger?: Logger;
   /** This rank's TP/EP place (default: one rank): only its shards are read (ModelDefinition.shardTensors). */
   readonly parallel?: ParallelGroups;
+  /** This rank's pipeline stage (default: the whole model): only the stage's tensors are read (stageHoldsTensor). */
+  readonly stage?: PipelineStage;
 }
 
 /** A loaded model with the config and definition it came from. */
@@ -50,13 +52,19 @@ export function loadModel(modelPath: string, options: LoadOptions): LoadedModel 
     if (!definition.shardTensors) throw new UnsupportedFeatureError(`architecture ${config.architectures[0] ?? '?'} has no tensor-parallel layout (--tp-size ${parallel.tpSize})`);
     specs = definition.shardTensors(config, specs, parallel);
   }
+  const stage = options.stage;
+  if (stage) {
+    if (!definition.pipelineStages) throw new UnsupportedFeatureError(`architecture ${config.architectures[0] ?? '?'} has no pipeline-parallel layout (--pp-size ${stage.ppSize})`);
+    const tied = config.raw['tie_word_embeddings'] === true;
+    specs = specs.filter((sp) => stageHoldsTensor(sp.name, stage, config.numHiddenLayers, tied));
+  }
   // A model without tensors (the scripted test architecture) needs no safetensors files.
-  if (specs.length === 0) return { model: definition.create(config, new WeightStore(), { ops: options.ops, parallel }), config, definition, weightBytes: 0 };
+  if (specs.length === 0) return { model: definition.create(config, new WeightStore(), { ops: options.ops, parallel, ...(stage ? { stage } : {}) }), config, definition, weightBytes: 0 };
   const ckpt = Checkpoint.open(modelPath);
   try {
     const weights = loadWeights(ckpt, specs, config, options);
     loadKvCacheScales(ckpt, config.numHiddenLayers, weights);
-    const model = definition.create(config, weights, { ops: options.ops, parallel });
+    const model = definition.create(config, weights, { ops: options.ops, parallel, ...(stage ? { stage } : {}) });
     return { model, config, definition, weightBytes: weights.bytesLoaded };
   } finally {
     ckpt.close();

@@ -13,9 +13,10 @@ import type { ModelConfig } from '../config/index.js';
 import type { ExpertWeights, Ops } from '../kernels/index.js';
 import {
   CpuAttentionBackend, FusedMoE, Linear, LogitsProcessor, ParallelLMHead, RMSNorm, RadixAttention, RotaryEmbedding,
-  SINGLE_RANK, ScratchBuffers, VocabEmbedding, attnGroupsOf, expertRange, lmHeadGroupsOf, kvHeadRange, qHeadRange, selectExperts, tpAllReduce, tpRmsNormInPlace,
+  SINGLE_RANK, ScratchBuffers, VocabEmbedding, attnGroupsOf, expertRange, isFirstStage, isLastStage, kvHeadRange, lmHeadGroupsOf, qHeadRange,
+  selectExperts, stageInput, tpAllReduce, tpRmsNormInPlace,
 } from '../layers/index.js';
-import type { AttentionBackend, ForwardBatch, ForwardOutput, ParallelGroups, ScoringFunc } from '../layers/index.js';
+import type { AttentionBackend, ForwardBatch, ForwardOutput, ParallelGroups, PipelineStage, ScoringFunc } from '../layers/index.js';
 import type { KVPoolLayout } from '../mem_cache/index.js';
 import type { CausalLM, CreateModelOptions, ModelDefinition } from './model_base.js';
 import { miniMaxM2Shards } from './tp_shards.js';
@@ -154,7 +155,8 @@ class MiniMaxM2Attention {
   private readonly numHeads: number;
   private readonly numKvHeads: number;
 
-  constructor(layerId: number, private readonly d: MiniMaxM2Dims, w: WeightStore, private readonly rotary: RotaryEmbedding, ops: Ops, private readonly par: ParallelGroups) {
+  /** @param kvLayer this layer's index in the rank's KV pool (layerId minus the stage's first layer under PP) */
+  constructor(layerId: number, private readonly d: MiniMaxM2Dims, w: WeightStore, private readonly rotary: RotaryEmbedding, ops: Ops, private readonly par: ParallelGroups, kvLayer = layerId) {
     const p = `model.layers.${layerId}.self_attn`;
     this.qProj = new Linear(w.get(`${p}.q_proj.weight`), ops);
     this.kProj = new Linear(w.get(`${p}.k_proj.weight`), ops);
@@ -164,7 +166,7 @@ class MiniMaxM2Attention {
     this.kNorm = d.useQkNorm ? new RMSNorm(w.f32(`${p}.k_norm.weight`), d.rmsNormEps, ops) : null;
     this.numHeads = qHeadRange(d.numHeads, par).count;
     this.numKvHeads = kvHeadRange(d.numKvHeads, par).count;
-    this.attn = new RadixAttention(layerId, this.numHeads, this.numKvHeads, d.headDim, d.headDim, 1 / Math.sqrt(d.headDim));
+    this.attn = new RadixAttention(kvLayer, this.numHeads, this.numKvHeads, d.headDim, d.headDim, 1 / Math.sqrt(d.headDim));
   }
 
   /**
@@ -242,10 +244,10 @@ class MiniMaxM2DecoderLayer {
   readonly postAttentionLayernorm: RMSNorm;
   readonly blockSparseMoe: MiniMaxM2SparseMoe;
 
-  constructor(layerId: number, d: MiniMaxM2Dims, w: WeightStore, rotary: RotaryEmbedding, ops: Ops, par: ParallelGroups) {
+  constructor(layerId: number, d: MiniMaxM2Dims, w: WeightStore, rotary: RotaryEmbedding, ops: Ops, par: ParallelGroups, kvLayer = layerId) {
     const p = `model.layers.${layerId}`;
     this.inputLayernorm = new RMSNorm(w.f32(`${p}.input_layernorm.weight`), d.rmsNormEps, ops);
-    this.selfAttn = new MiniMaxM2Attention(layerId, d, w, rotary, ops, attnGroupsOf(par)); // attn_tp under DP-attention
+    this.selfAttn = new MiniMaxM2Attention(layerId, d, w, rotary, ops, attnGroupsOf(par), kvLayer); // attn_tp under DP-attention
     this.postAttentionLayernorm = new RMSNorm(w.f32(`${p}.post_attention_layernorm.weight`), d.rmsNormEps, ops);
     this.blockSparseMoe = new MiniMaxM2SparseMoe(layerId, d, w, ops, par);
   }
@@ -255,10 +257,13 @@ class MiniMaxM2DecoderLayer {
 export class MiniMaxM2ForCausalLM implements CausalLM {
   readonly dims: MiniMaxM2Dims;
   private readonly ops: Ops;
-  private readonly embedTokens: VocabEmbedding;
+  /** null on a pipeline stage that neither embeds nor ties the LM head to the embedding. */
+  private readonly embedTokens: VocabEmbedding | null;
+  /** This stage's decoder layers (every layer without PP); index = KV pool layer. */
   private readonly layers: MiniMaxM2DecoderLayer[] = [];
-  private readonly norm: RMSNorm;
-  private readonly lmHead: ParallelLMHead;
+  /** Final norm and LM head: on the last stage only. */
+  private readonly norm: RMSNorm | null;
+  private readonly lmHead: ParallelLMHead | null;
   private readonly logitsProcessor: LogitsProcessor;
   private readonly backend: AttentionBackend;
   /** Intermediate activations of a forward (one forward at a time; never returned). */
@@ -271,25 +276,29 @@ export class MiniMaxM2ForCausalLM implements CausalLM {
    * @param weights every tensor of miniMaxM2Tensors(config), loaded
    * @param backend attention backend (default: CpuAttentionBackend over the same ops)
    * @param parallel this rank's TP/EP place (weights: this rank's shards, miniMaxM2Shards)
+   * @param stage this rank's pipeline stage (undefined: the whole model)
    * @throws ModelLoadError for an invalid config or a missing weight; InvalidRequestError for a layout the config
    *   does not split into
    */
-  constructor(readonly config: ModelConfig, weights: WeightStore, ops: Ops, backend?: AttentionBackend, readonly parallel: ParallelGroups = SINGLE_RANK) {
+  constructor(readonly config: ModelConfig, weights: WeightStore, ops: Ops, backend?: AttentionBackend, readonly parallel: ParallelGroups = SINGLE_RANK, readonly stage?: PipelineStage) {
     this.dims = miniMaxM2Dims(config);
     this.ops = ops;
     const d = this.dims;
     const par = parallel;
     const pa = attnGroupsOf(par); // embedding, attention and lm_head: the attn_tp ranks under DP-attention
-    this.embedTokens = new VocabEmbedding(weights.get('model.embed_tokens.weight'), ops, pa, d.vocabSize);
+    const first = isFirstStage(stage);
+    const last = isLastStage(stage);
+    const [from, to] = stage ? [stage.startLayer, stage.endLayer] : [0, d.numLayers];
+    this.embedTokens = first || (last && d.tieWordEmbeddings) ? new VocabEmbedding(weights.get('model.embed_tokens.weight'), ops, pa, d.vocabSize) : null;
     const rotary = RotaryEmbedding.standard(d.rotaryDim, d.ropeTheta, 'neox', ops);
-    for (let i = 0; i < d.numLayers; i++) this.layers.push(new MiniMaxM2DecoderLayer(i, d, weights, rotary, ops, par));
-    this.norm = new RMSNorm(weights.f32('model.norm.weight'), d.rmsNormEps, ops);
+    for (let i = from; i < to; i++) this.layers.push(new MiniMaxM2DecoderLayer(i, d, weights, rotary, ops, par, i - from));
+    this.norm = last ? new RMSNorm(weights.f32('model.norm.weight'), d.rmsNormEps, ops) : null;
     // (under DP-attention the LM head's vocabulary is split over the whole TP group: lmHeadGroupsOf)
-    this.lmHead = new ParallelLMHead(weights.get(d.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight'), ops, lmHeadGroupsOf(par, d.tieWordEmbeddings), d.vocabSize);
+    this.lmHead = last ? new ParallelLMHead(weights.get(d.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight'), ops, lmHeadGroupsOf(par, d.tieWordEmbeddings), d.vocabSize) : null;
     this.logitsProcessor = new LogitsProcessor(d.hiddenSize);
     this.backend = backend ?? new CpuAttentionBackend(ops);
     const scale = (l: number, which: 'k' | 'v'): number => (weights.has(kvScaleName(l, which)) ? weights.f32(kvScaleName(l, which))[0] : 1);
-    this.kvScales = Array.from({ length: d.numLayers }, (_, l) => ({ k: scale(l, 'k'), v: scale(l, 'v') }));
+    this.kvScales = Array.from({ length: to - from }, (_, i) => ({ k: scale(from + i, 'k'), v: scale(from + i, 'v') }));
   }
 
   /**
@@ -299,7 +308,7 @@ export class MiniMaxM2ForCausalLM implements CausalLM {
   kvPoolLayout(kvCacheDtype: KvCacheDtype = 'auto'): KVPoolLayout {
     const width = kvHeadRange(this.dims.numKvHeads, attnGroupsOf(this.parallel)).count * this.dims.headDim; // this rank's KV heads
     const codecs = (which: 'k' | 'v') => this.kvScales.map((s) => scalarKvCodec(kvCacheDtype, s[which]));
-    return { numLayers: this.dims.numLayers, buffers: [{ name: 'k', width, codec: codecs('k') }, { name: 'v', width, codec: codecs('v') }] };
+    return { numLayers: this.layers.length, buffers: [{ name: 'k', width, codec: codecs('k') }, { name: 'v', width, codec: codecs('v') }] };
   }
 
   /**
@@ -319,7 +328,8 @@ export class MiniMaxM2ForCausalLM implements CausalLM {
     const routed: Int32Array[] | undefined = batch.captureRoutedExperts ? [] : undefined;
     const s = this.scratch;
     const D = this.dims.hiddenSize;
-    const h = T > 0 ? this.embedTokens.forward(batch.inputIds, s.get('residual', T * D)) : new Float32Array(0); // [T, D] residual stream
+    const h = !isFirstStage(this.stage) ? stageInput(batch, D) // [T, D] residual stream
+      : T > 0 ? this.embedTokens!.forward(batch.inputIds, s.get('residual', T * D)) : new Float32Array(0);
     for (const layer of this.layers) {
       if (T > 0) {
         const a = layer.inputLayernorm.forward(h, T, s.get('attn.in', T * D));
@@ -339,12 +349,13 @@ export class MiniMaxM2ForCausalLM implements CausalLM {
       this.ops.add(h, out, h);
       routed?.push(topKIds);
     }
+    if (!isLastStage(this.stage)) return { logits: new Float32Array(0), ppHiddenOut: h };
     if (T === 0) {
       // an idle batch (DP-attention) has no rows; it still joins the LM head's gather of every group's rows
-      if (this.lmHead.joinsIdleSteps) this.logitsProcessor.forward(h, batch, this.lmHead, this.norm);
+      if (this.lmHead!.joinsIdleSteps) this.logitsProcessor.forward(h, batch, this.lmHead!, this.norm!);
       return { logits: new Float32Array(0) };
     }
-    const res = this.logitsProcessor.forward(h, batch, this.lmHead, this.norm);
+    const res = this.logitsProcessor.forward(h, batch, this.lmHead!, this.norm!);
     return routed ? { ...res, routedExperts: routed } : res;
   }
 }
@@ -419,7 +430,8 @@ export const MINIMAX_M2_DEFINITION: ModelDefinition = {
   architectures: ['MiniMaxM2ForCausalLM'],
   tinyArchNames: ['minimax-m2'],
   expectedTensors: miniMaxM2Tensors,
-  create: (config: ModelConfig, weights: WeightStore, options: CreateModelOptions) => new MiniMaxM2ForCausalLM(config, weights, options.ops, undefined, options.parallel),
+  pipelineStages: true,
+  create: (config: ModelConfig, weights: WeightStore, options: CreateModelOptions) => new MiniMaxM2ForCausalLM(config, weights, options.ops, undefined, options.parallel, options.stage),
   shardTensors: miniMaxM2Shards,
   tinyConfig,
 };

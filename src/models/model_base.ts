@@ -3,7 +3,7 @@
 import type { KvCacheDtype } from '../common/index.js';
 import type { ModelConfig } from '../config/index.js';
 import type { Ops } from '../kernels/index.js';
-import type { ForwardBatch, ForwardOutput, ParallelGroups } from '../layers/index.js';
+import type { ForwardBatch, ForwardOutput, ParallelGroups, PipelineStage } from '../layers/index.js';
 import type { KVPoolLayout } from '../mem_cache/index.js';
 import type { TensorSpec, WeightStore } from './weights.js';
 
@@ -28,6 +28,12 @@ export interface CreateModelOptions {
   readonly ops: Ops;
   /** This rank's TP/EP place (default: one rank); the weights are then this rank's shards (shardTensors). */
   readonly parallel?: ParallelGroups;
+  /**
+   * Pipeline parallelism: this rank's stage (default: the whole model). The model then holds only the stage's decoder
+   * layers (its KV pool too), the embedding on the first stage, the final norm and LM head on the last; a stage after
+   * the first reads batch.ppHiddenIn, a stage before the last returns ppHiddenOut instead of logits.
+   */
+  readonly stage?: PipelineStage;
 }
 
 /** Everything the registry knows about one architecture. */
@@ -47,6 +53,8 @@ export interface ModelDefinition {
    * @throws InvalidRequestError naming --tp-size / --ep-size and the numbers when the config does not split that way
    */
   shardTensors?(config: ModelConfig, specs: readonly TensorSpec[], parallel: ParallelGroups): TensorSpec[];
+  /** True when create() honours CreateModelOptions.stage (pipeline parallelism); absent = the model runs whole only. */
+  readonly pipelineStages?: boolean;
   /** Builds the model from loaded weights (all of expectedTensors present and shape-checked). */
   create(config: ModelConfig, weights: WeightStore, options: CreateModelOptions): CausalLM;
   /**

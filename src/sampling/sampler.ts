@@ -6,9 +6,12 @@ import type { SamplingParams } from './sampling_params.js';
 import { drawFromScaledReference } from './sampler_reference.js';
 import { topLogprobsOf } from './top_logprobs.js';
 
+/** The sampling parameters the sampler reads (SamplingParams is one; pipeline parallelism ships only these). */
+export type RowSamplerParams = Pick<SamplingParams, 'temperature' | 'topP' | 'topK' | 'minP' | 'frequencyPenalty' | 'presencePenalty' | 'repetitionPenalty' | 'minNewTokens' | 'logitBias'>;
+
 /** Per-request inputs to sample one row. */
 export interface RowSamplingInfo {
-  readonly params: SamplingParams;
+  readonly params: RowSamplerParams;
   /** The request's RNG (seeded per request); unused for greedy rows. */
   readonly rng: Rng;
   /** Generated-token counts (penalties count output tokens only, SGLang v0.5.x). */

@@ -59,15 +59,25 @@ export function commitStepKv(s: Scheduler, step: LaunchedStep): { touched: Req[]
  * pushed to `outputs`.
  */
 export function processBatchResult(s: Scheduler, step: LaunchedStep, result: RunResult, outputs: ReqTokenOutput[]): StepResult {
+  return applyStepResult(s, step, commitStepKv(s, step), result, outputs);
+}
+
+/**
+ * The part of processBatchResult after the KV commit (pipeline parallelism commits at launch and applies the result
+ * when the last stage sends it).
+ * @param committed what commitStepKv returned for this step
+ */
+export function applyStepResult(s: Scheduler, step: LaunchedStep, committed: { touched: Req[]; hasUnfinishedChunk: boolean }, result: RunResult, outputs: ReqTokenOutput[]): StepResult {
   const { sampled, scoreOwners, entries, numExtendTokens } = step.lowered;
+  const { touched, hasUnfinishedChunk } = committed;
   result.scores.forEach((sc, i) => {
     const { req, pos } = scoreOwners[i];
     req.inputTokenLogprobs!.push([sc.logprob, req.originInputIds[pos + 1]]);
     req.inputTopLogprobs!.push(sc.topLogprobs);
   });
-  const { touched, hasUnfinishedChunk } = commitStepKv(s, step);
   result.samples.forEach((smp, i) => {
     const req = sampled[i];
+    if (result.rngStates) req.rng.setState(result.rngStates[i]); // sampled on the pipeline's last stage
     s.appendSampled(req, smp.tokenId);
     if (req.returnLogprob) {
       req.outputTokenLogprobs.push([smp.logprob, smp.tokenId]);

@@ -11,12 +11,14 @@ import type { Scheduler } from './scheduler.js';
  * Builds this step's prefill (SGLang get_new_batch_prefill + PrefillAdder), allocating its KV: the chunked request's
  * next chunk first, then waiting requests in policy order while the token budget, the running-request limit and the
  * req→token rows allow; a request that does not fit in the chunk budget becomes the new chunked request.
+ * @param maxNewReqs most requests to admit (PP: pp_max_micro_batch_size minus the micro-batch's running requests)
  * @returns the batch (extends, plus the running decodes under --enable-mixed-chunk), or null when nothing is admitted
  */
-export function schedulePrefill(s: Scheduler): ScheduleBatch | null {
-  if (s.waiting.length === 0 && !s.chunkedReq) return null;
+export function schedulePrefill(s: Scheduler, maxNewReqs = Infinity): ScheduleBatch | null {
+  // PP: a chunked request whose abort waits for its chunk in flight takes no further chunk
+  const chunked = s.chunkedReq?.toFinish ? null : s.chunkedReq;
+  if (!chunked && (s.waiting.length === 0 || maxNewReqs <= 0)) return null;
   const P = s.cfg.pageSize;
-  const chunked = s.chunkedReq;
   // Requests under suspicion (Req.isolate) run alone: a suspect's prefill takes the whole step, and nothing mixes
   // with a suspect's decode. The chunk in progress finishes first.
   const suspect = chunked ? null : s.waiting.find((r) => r.isolate) ?? null;
@@ -46,7 +48,7 @@ export function schedulePrefill(s: Scheduler): ScheduleBatch | null {
   const candidates = suspect ? [suspect] : chunked?.isolate ? [] : s.waiting.filter((r) => !r.isolate);
   for (const req of candidates) {
     if (chunked && plan.length === 1 && plan[0].n < chunked.seqLen - chunked.kvCommittedLen) break;
-    if (s.running.length + numAdmitted + (chunked ? 1 : 0) >= s.cfg.maxRunningRequests) break;
+    if (s.running.length + numAdmitted + (chunked ? 1 : 0) >= s.cfg.maxRunningRequests || numAdmitted >= maxNewReqs) break;
     if (s.mem.reqToTokenPool.availableSize() === 0) break;
     if (budget.state() !== 'continue') break;
     const match: MatchResult = s.mem.matchForAdmission(req);

@@ -56,8 +56,10 @@ export class Req {
 
   // --- outcome ---
   finishReason: FinishReasonData | null = null;
-  /** Abort requested; applied at the next step. */
+  /** Abort requested while the request is in the pipeline (PP); applied when its micro-batches are back. */
   toFinish: FinishReasonData | null = null;
+  /** Pipeline parallelism: micro-batches holding this request that are in flight (two chunks of one prompt may be). */
+  inFlight = 0;
   numRetractions = 0;
   /** Failed steps this request was part of (Scheduler.step recovery). */
   numFailedSteps = 0;

@@ -12,17 +12,19 @@ const RETRACT_DECODE_STEPS = 20;
  * Makes room for one more token per running request (SGLang update_running_batch / check_decode_mem /
  * retract_decode): evict the prefix cache, then retract the requests with the fewest generated tokens (ties: the
  * longest prompt) back to the waiting queue, keeping at least one. Updates new_token_ratio.
- * @returns number of retracted requests
+ * @param reqs the requests that decode next (default every running one; PP: those not in flight)
+ * @param canWait PP: other micro-batches are in flight, so running out of memory may wait for them
+ * @returns number of retracted requests, or −1 when the step must wait (canWait only)
  * @throws InternalError when one request alone does not fit the pool
  */
-export function prepareDecode(s: Scheduler): number {
+export function prepareDecode(s: Scheduler, reqs: readonly Req[] = s.running, canWait = false): number {
   const P = s.cfg.pageSize;
   // one token per request (a page when it crosses into one); speculative: its verify slots
   const D = s.spec?.tokensPerStep ?? 1;
-  const pagesFor = (reqs: readonly Req[]): number => reqs.reduce((sum, r) => sum + s.mem.allocator.pagesNeeded(r.kvCommittedLen, D), 0) * P;
+  const pagesFor = (rs: readonly Req[]): number => rs.reduce((sum, r) => sum + s.mem.allocator.pagesNeeded(r.kvCommittedLen, D), 0) * P;
   let numRetracted = 0;
-  if (!s.mem.ensureFree(pagesFor(s.running))) {
-    const order = [...s.running].sort(
+  if (!s.mem.ensureFree(pagesFor(reqs))) {
+    const order = [...reqs].sort(
       (a, b) => b.outputIds.length - a.outputIds.length || a.originInputIds.length - b.originInputIds.length,
     );
     while (!s.mem.ensureFree(pagesFor(order))) {
@@ -30,9 +32,11 @@ export function prepareDecode(s: Scheduler): number {
         const victim = order.pop()!;
         retractReq(s, victim);
         numRetracted++;
-      } else if (s.chunkedReq) {
+      } else if (s.chunkedReq && s.chunkedReq.inFlight === 0) {
         retractReq(s, s.chunkedReq);
         numRetracted++;
+      } else if (canWait) {
+        return -1; // PP: the micro-batches in flight come back first (finishing requests free their KV)
       } else {
         assert(false, 'decode: out of KV cache with one request left (pool smaller than one request)');
       }

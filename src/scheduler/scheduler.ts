@@ -15,6 +15,9 @@
 //   and never prefills.
 // - TP/DP ranks (built: executor/): ModelRunner is the only thing that touches the model; a TP runner fans the same
 //   ForwardBatch out to worker threads and reduces, the scheduler is unchanged; DP runs one Scheduler per rank.
+// - PP stages (built: pp_loop.ts over executor/pp_runner.ts): with a pipelined runner a step launches a micro-batch
+//   (planStep + lowerStep, KV committed at launch) and collects the oldest one's tokens when the ring is full; requests
+//   in flight sit out planning, an abort of one waits for its micro-batch.
 import { assert, InvalidRequestError } from '../common/index.js';
 import type { ForwardMode } from '../layers/index.js';
 import type { ModelRunner } from '../executor/index.js';
@@ -27,6 +30,7 @@ import { failBrokenGrammars, pollGrammarQueue } from './grammar_queue.js';
 import type { FinishReasonData, ReqTokenOutput, TokenizedReq } from './io.js';
 import { schedulePrefill } from './prefill_planner.js';
 import { Req } from './req.js';
+import { MicroBatchLoop } from './pp_loop.js';
 import { prepareDecode } from './retraction.js';
 import { lowerScheduleBatch } from './schedule_batch.js';
 import type { ExtendItem } from './schedule_batch.js';
@@ -37,6 +41,17 @@ export type { SchedulerConfig, StepFailure, StepResult, StepStats } from './sche
 export { validateInputIdsInVocab } from './scheduler_types.js';
 
 const MAX_NEW_TOKENS_UNSET = 1 << 30;
+
+/** The requests chosen for a step, before their KV is allocated and the step lowered (scheduler/ internal). */
+export interface PlannedStep {
+  readonly extends_: readonly ExtendItem[];
+  readonly decodes: readonly Req[];
+  readonly numCachedTokens: number;
+  readonly numRetracted: number;
+  readonly numRunningBefore: number;
+  /** When scheduling began, ms (performance.now). */
+  readonly tStart: number;
+}
 
 /** Continuous-batching scheduler. Single owner of KV and radix state. */
 export class Scheduler {
@@ -51,6 +66,8 @@ export class Scheduler {
   readonly grammar: GrammarScheduling | null;
   /** Speculative decoding (null = off): decode steps verify draft trees (scheduler/spec_decode.ts). */
   readonly spec: SpecDecoder | null;
+  /** Pipeline parallelism (a pipelined runner), else null: micro-batches in flight (scheduler/pp_loop.ts). */
+  readonly pipeline: MicroBatchLoop | null;
   /** Longest wait in the grammar queue before the request fails, ms. */
   grammarTimeoutMs = GRAMMAR_TIMEOUT_MS;
   chunkedReq: Req | null = null;
@@ -94,6 +111,8 @@ export class Scheduler {
     this.minNewTokenRatio = this.initNewTokenRatio * 0.14;
     this.newTokenRatioDecay = (this.initNewTokenRatio - this.minNewTokenRatio) / 600;
     this.newTokenRatio = this.initNewTokenRatio;
+    const pp = runner.pipeline;
+    this.pipeline = pp ? new MicroBatchLoop(this, pp.loopSize, cfg.ppMaxMicroBatchSize ?? cfg.maxRunningRequests) : null;
   }
 
   /**
@@ -172,9 +191,14 @@ export class Scheduler {
     this.totalPromptTokens += inLen;
   }
 
-  /** True while anything is queued or running. */
+  /** True while anything is queued, running or in the pipeline. */
   get hasWork(): boolean {
-    return this.waiting.length > 0 || this.running.length > 0 || this.chunkedReq !== null || this.pendingOutputs.length > 0 || this.grammarQueue.length > 0;
+    return this.waiting.length > 0 || this.running.length > 0 || this.chunkedReq !== null || this.pendingOutputs.length > 0 || this.grammarQueue.length > 0 || this.inFlight > 0;
+  }
+
+  /** Pipeline parallelism: micro-batches launched and not yet collected (0 otherwise). */
+  get inFlight(): number {
+    return this.pipeline?.inFlight ?? 0;
   }
 
   /**
@@ -184,6 +208,11 @@ export class Scheduler {
   finishReq(rid: string, reason: FinishReasonData): boolean {
     const req = this.live.get(rid);
     if (!req || req.isFinished) return false;
+    if (req.inFlight > 0) {
+      // PP: its micro-batch is in the pipeline; the finish applies when the batch is back (pp_loop.ts)
+      req.toFinish ??= reason;
+      return true;
+    }
     req.finishReason = reason;
     this.unqueue(req);
     if (req.grammar) this.grammar?.close(rid);
@@ -216,7 +245,7 @@ export class Scheduler {
    * @returns true if flushed
    */
   flushCache(): boolean {
-    if (this.waiting.length > 0 || this.running.length > 0 || this.chunkedReq) return false;
+    if (this.waiting.length > 0 || this.running.length > 0 || this.chunkedReq || this.inFlight > 0) return false;
     this.mem.cache.reset();
     assert(this.mem.allocator.availableSize() === this.mem.allocator.size, () => `flushCache: ${this.mem.allocator.size - this.mem.allocator.availableSize()} KV tokens leaked`);
     this.newTokenRatio = this.initNewTokenRatio;
@@ -232,6 +261,7 @@ export class Scheduler {
     const outputs = this.pendingOutputs;
     this.pendingOutputs = [];
     this.stepReqs = null;
+    if (this.pipeline) return this.pipeline.step(outputs);
     try {
       return this.runStep(outputs);
     } catch (e) {
@@ -242,35 +272,14 @@ export class Scheduler {
   }
 
   private runStep(outputs: ReqTokenOutput[]): StepResult {
-    const tStart = performance.now();
-    const numRunningBefore = this.running.length;
-    let cachedThisStep = 0;
-    let numRetracted = 0;
-    let extends_: readonly ExtendItem[] = [];
-    let decodes: readonly Req[] = [];
-    if (this.grammarQueue.length > 0) pollGrammarQueue(this, outputs);
-    if (this.grammar) failBrokenGrammars(this, outputs);
-
-    const prefill = schedulePrefill(this);
-    if (prefill) {
-      extends_ = prefill.extendItems;
-      decodes = prefill.decodeReqs;
-      cachedThisStep = prefill.numCachedTokens;
-    } else if (this.running.length > 0) {
-      numRetracted = prepareDecode(this);
-      // A request under suspicion (Req.isolate) decodes alone.
-      const suspect = this.running.find((r) => r.isolate);
-      // A constrained row whose mask is not back while the grammar worker compiles sits this step out (never stalls the others).
-      decodes = suspect ? [suspect] : this.grammar ? this.running.filter((r) => !r.grammar || this.grammar!.canSampleNow(r.rid)) : [...this.running];
-      if (decodes.length === 0) return { stats: null, outputs };
-    } else {
-      return { stats: null, outputs };
-    }
+    const plan = this.planStep(outputs, null);
+    if (!plan) return { stats: null, outputs };
+    const { extends_, decodes } = plan;
     this.stepReqs = [...extends_.map((it) => it.req), ...decodes];
-    if (this.spec && extends_.length === 0) return this.runSpecDecode(decodes, outputs, tStart, numRunningBefore, numRetracted);
-    const step = this.lowerStep(extends_, decodes, cachedThisStep, numRetracted, numRunningBefore);
+    if (this.spec && extends_.length === 0) return this.runSpecDecode(decodes, outputs, plan.tStart, plan.numRunningBefore, plan.numRetracted);
+    const step = this.lowerStep(plan);
     const tRun = performance.now();
-    this.scheduleTimeMs += tRun - tStart;
+    this.scheduleTimeMs += tRun - plan.tStart;
     const result = this.runner.run(step.batch, step.lowered.sample, step.lowered.score);
     const tPost = performance.now();
     const out = processBatchResult(this, step, result, outputs);
@@ -279,11 +288,41 @@ export class Scheduler {
   }
 
   /**
+   * Chooses a step's requests (SGLang get_next_batch_to_run): a prefill when one can be admitted (scheduler/
+   * prefill_planner.ts), else a decode of the running requests after the memory check (retraction.ts). Under PP
+   * (`microBatchCap` set) requests whose micro-batch is in flight are left out, a prefill admits at most the cap minus
+   * the running requests it leaves waiting, and a decode takes at most the cap.
+   * @returns null when nothing can run now
+   */
+  planStep(outputs: ReqTokenOutput[], microBatchCap: number | null): PlannedStep | null {
+    const tStart = performance.now();
+    const numRunningBefore = this.running.length;
+    if (this.grammarQueue.length > 0) pollGrammarQueue(this, outputs);
+    if (this.grammar) failBrokenGrammars(this, outputs);
+    const idle = microBatchCap === null ? this.running : this.running.filter((r) => r.inFlight === 0);
+    const prefill = schedulePrefill(this, microBatchCap === null ? Infinity : microBatchCap - idle.length);
+    if (prefill) {
+      return { extends_: prefill.extendItems, decodes: prefill.decodeReqs, numCachedTokens: prefill.numCachedTokens, numRetracted: 0, numRunningBefore, tStart };
+    }
+    if (idle.length === 0) return null;
+    const numRetracted = prepareDecode(this, idle, microBatchCap !== null && idle.length < this.running.length);
+    if (numRetracted < 0) return null; // PP: no memory until a micro-batch in flight comes back
+    const ready = microBatchCap === null ? this.running : idle.filter((r) => this.running.includes(r)).slice(0, microBatchCap);
+    // A request under suspicion (Req.isolate) decodes alone.
+    const suspect = ready.find((r) => r.isolate);
+    // A constrained row whose mask is not back while the grammar worker compiles sits this step out (never stalls the others).
+    const decodes = suspect ? [suspect] : this.grammar ? ready.filter((r) => !r.grammar || this.grammar!.canSampleNow(r.rid)) : [...ready];
+    if (decodes.length === 0) return null;
+    return { extends_: [], decodes, numCachedTokens: 0, numRetracted, numRunningBefore, tStart };
+  }
+
+  /**
    * Allocates a KV slot for each decode (checked to fit), fetches the grammar masks of the rows sampled this step (an
    * extend is sampled when it completes its prompt) and lowers the step to a ForwardBatch (EAGLE: asking for the
    * target's hidden states, which seed the draft).
    */
-  private lowerStep(extends_: readonly ExtendItem[], decodes: readonly Req[], numCachedTokens: number, numRetracted: number, numRunningBefore: number): LaunchedStep {
+  lowerStep(plan: PlannedStep): LaunchedStep {
+    const { extends_, decodes } = plan;
     const decodeLocs = decodes.map((req) => {
       const locs = this.mem.allocTokens(req, 1);
       assert(locs, () => `decode allocation failed for ${req.rid}`);
@@ -296,7 +335,7 @@ export class Scheduler {
     const lowered = lowerScheduleBatch(extends_, decodes, decodeLocs);
     const built = buildForwardBatch(lowered.entries, this.mem.reqToTokenPool.reqToToken, this.mem.reqToTokenPool.maxContextLen, this.runner.kvPool);
     const batch = this.spec?.draft.needsHidden ? { ...built, captureAllHidden: true } : built;
-    return { extends_, decodes, lowered, batch, numCachedTokens, numRetracted, numRunningBefore };
+    return { extends_, decodes, lowered, batch, numCachedTokens: plan.numCachedTokens, numRetracted: plan.numRetracted, numRunningBefore: plan.numRunningBefore };
   }
 
   /** Appends a sampled token: stop rules, the grammar (SGLang check_finished: a terminated grammar finishes the request, also with ignore_eos). */

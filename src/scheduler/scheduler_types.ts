@@ -21,6 +21,11 @@ export interface SchedulerConfig {
   readonly eosTokenIds: readonly number[];
   /** Keep every StepStats in `statsHistory` (tests). */
   readonly recordStats?: boolean;
+  /**
+   * Pipeline parallelism (a pipelined runner): requests per micro-batch, SGLang --pp-max-micro-batch-size (default
+   * max(max_running_requests // pp_size, 1), set by the engine).
+   */
+  readonly ppMaxMicroBatchSize?: number;
 }
 
 /** What one step did (asserted by tests; feeds metrics). */
@@ -68,6 +73,8 @@ export interface StepResult {
   readonly outputs: ReqTokenOutput[];
   /** Set when the step threw; the scheduler has recovered (every request is running, queued or finished). */
   readonly failure?: StepFailure;
+  /** Pipeline parallelism: a micro-batch was launched (its result comes with a later step). */
+  readonly launched?: boolean;
 }
 
 /**

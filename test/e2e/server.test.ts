@@ -269,7 +269,7 @@ test('a client that disconnects aborts its request (the engine has nothing runni
 
 test('flags whose feature is not built stop start-up with a clear message', () => {
   for (const [flags, re] of [
-    [['--pp-size', '2'], /pipeline parallelism \(--pp-size 2/],
+    [['--pp-size', '2', '--dp-size', '2'], /pipeline parallelism with data parallelism \(--pp-size 2 with --dp-size 2/],
     [['--speculative-algorithm', 'EAGLE3'], /speculative algorithm EAGLE3/],
   ] as [string[], RegExp][]) {
     const r = spawnSync(process.execPath, [TSGLANG_BIN, 'serve', ...flags], { env: { ...process.env, HOME }, encoding: 'utf8' });

@@ -14,8 +14,14 @@
 //   glooCreate(storeHost, storePort, prefix, rank, size, bindHost, timeoutMs) → handle
 //   glooAllReduceSum(h, f32, timeoutMs)  glooAllGather(h, src, dst, timeoutMs)  glooReduceScatterSum(h, src, dst, t)
 //   glooBroadcast(h, buf, root, timeoutMs)  glooAllToAll(h, src, dst, timeoutMs)  glooBarrier(h, timeoutMs)
+//   glooSendAsync(h, header, payload, dstRank, slot, timeoutMs)  glooWaitSends(h, timeoutMs)
+//   glooRecvBytes(h, buf, srcRank, slot, timeoutMs)   (point-to-point: pipeline-parallel links)
 //   glooClose(h)  glooStoreAdd(host, port, key, delta, timeoutMs) → number   (all throw Error with the reason)
 //   glooHardExit(code): _exit(code)
+//
+// Point-to-point: a send copies the bytes into a buffer the group owns and posts them (gloo's unbound-buffer send,
+// progressed by the device thread once the peer posts the matching receive), then returns: the caller computes on
+// while the transfer happens. The next send first waits for the previous one (one message in flight per sender).
 #include <node_api.h>
 #include <immintrin.h>
 #include <sched.h>
@@ -28,9 +34,11 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
 
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,6 +51,12 @@ struct Failure {
   std::string msg;
 };
 
+/** A posted point-to-point send: the bytes (owned) and gloo's buffer over them. */
+struct PendingSend {
+  std::vector<uint8_t> data;
+  std::unique_ptr<gloo::transport::UnboundBuffer> buf;
+};
+
 struct Group {
   std::unique_ptr<tsg::KvStoreClient> store;
   std::unique_ptr<gloo::rendezvous::PrefixStore> prefixed;
@@ -51,6 +65,7 @@ struct Group {
   int rank = 0, size = 1;
   uint32_t tag = 0;
   std::vector<float> a, b;
+  std::deque<PendingSend> sends;  // point-to-point sends posted and not yet waited for
   std::string broken;  // non-empty after a failure: the first error
   bool closed = false;
 };
@@ -213,6 +228,7 @@ napi_value guarded(napi_env env, napi_callback_info info, napi_value (*fn)(napi_
   napi_value name##_impl(napi_env env, napi_callback_info info, Group** gp)
 
 void destroy(Group* g) {
+  g->sends.clear();
   g->ctx.reset();
   g->dev.reset();
   g->prefixed.reset();
@@ -316,6 +332,62 @@ GLOO_FN(glooBarrier) {
   return undef(env);
 }
 
+/** Waits until every posted send of the group was taken by its peer (throws gloo's timeout / connection error). */
+void waitSends(Group& g, int64_t t) {
+  while (!g.sends.empty()) {
+    g.sends.front().buf->waitSend(toMs(t));
+    g.sends.pop_front();
+  }
+}
+
+/** Posts one message's bytes at `slot` (empty bytes post nothing). */
+void postSend(Group& g, const uint8_t* p, size_t n, int dst, uint64_t slot) {
+  if (n == 0) return;
+  PendingSend ps;
+  ps.data.assign(p, p + n);
+  ps.buf = g.ctx->createUnboundBuffer(ps.data.data(), n);
+  ps.buf->send(dst, slot);
+  g.sends.push_back(std::move(ps));
+}
+
+// glooSendAsync(h, header, payload, dstRank, slot, timeoutMs): waits for the previous message's sends, then posts the
+// header at `slot` and the payload at `slot + 1` and returns at once.
+GLOO_FN(glooSendAsync) {
+  Args a(env, info, 6);
+  Group* g = *gp = a.group(0);
+  size_t hn, pn;
+  uint8_t* h = a.bytes(1, &hn);
+  uint8_t* p = a.bytes(2, &pn);
+  const int64_t dst = a.i64(3), slot = a.i64(4), t = a.i64(5);
+  if (dst < 0 || dst >= g->size || dst == g->rank) throw Failure{"send: bad destination rank"};
+  waitSends(*g, t);
+  postSend(*g, h, hn, static_cast<int>(dst), static_cast<uint64_t>(slot));
+  postSend(*g, p, pn, static_cast<int>(dst), static_cast<uint64_t>(slot) + 1);
+  return undef(env);
+}
+
+GLOO_FN(glooWaitSends) {
+  Args a(env, info, 2);
+  Group* g = *gp = a.group(0);
+  waitSends(*g, a.i64(1));
+  return undef(env);
+}
+
+// glooRecvBytes(h, buf, srcRank, slot, timeoutMs): blocks until the bytes sent at `slot` by srcRank fill `buf`.
+GLOO_FN(glooRecvBytes) {
+  Args a(env, info, 5);
+  Group* g = *gp = a.group(0);
+  size_t n;
+  uint8_t* p = a.bytes(1, &n);
+  const int64_t src = a.i64(2), slot = a.i64(3), t = a.i64(4);
+  if (src < 0 || src >= g->size || src == g->rank) throw Failure{"recv: bad source rank"};
+  if (n == 0) return undef(env);
+  auto buf = g->ctx->createUnboundBuffer(p, n);
+  buf->recv(static_cast<int>(src), static_cast<uint64_t>(slot));
+  buf->waitRecv(toMs(t));
+  return undef(env);
+}
+
 GLOO_FN(glooClose) {
   (void)gp;
   Args a(env, info, 1);
@@ -356,6 +428,9 @@ napi_value init(napi_env env, napi_value exports) {
       {"glooAllToAll", nullptr, glooAllToAll, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"glooBarrier", nullptr, glooBarrier, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"glooClose", nullptr, glooClose, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"glooSendAsync", nullptr, glooSendAsync, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"glooWaitSends", nullptr, glooWaitSends, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"glooRecvBytes", nullptr, glooRecvBytes, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"glooHardExit", nullptr, glooHardExit, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"glooStoreAdd", nullptr, glooStoreAdd, nullptr, nullptr, nullptr, napi_default, nullptr},
   };
