@@ -35,10 +35,11 @@ function runBatched(m: ForwardModel, prompts: readonly number[][], steps: number
   return { last, greedy };
 }
 
-const launch = (dir: string, pp: number, tp: number): ForwardModel => launchPpRanks({ modelPath: dir, tpSize: tp, epSize: 1, ppSize: pp, threadsPerRank: 1 }).model;
+const launch = (dir: string, pp: number, tp: number, cp = 1, ep = 1): ForwardModel =>
+  launchPpRanks({ modelPath: dir, tpSize: tp, epSize: ep, ppSize: pp, threadsPerRank: 1, attnCpSize: cp }).model;
 
-/** [pp, tp] layouts checked against tp = 1. */
-type Layout = readonly [number, number];
+/** [pp, tp, prefill CP size, ep] layouts checked against tp = 1. */
+type Layout = readonly [number, number, number?, number?];
 
 function checkLayouts(name: string, dir: string, prompts: Prompt[], steps: number, layouts: readonly Layout[]): void {
   const tokens = prompts.map((p) => p.tokens);
@@ -46,13 +47,13 @@ function checkLayouts(name: string, dir: string, prompts: Prompt[], steps: numbe
   prompts.forEach((p, i) => {
     if (p.greedy) assert.deepEqual(ref.greedy[i], p.greedy.tokens.slice(0, steps), `${name} tp 1 prompt ${i} greedy vs golden`);
   });
-  for (const [pp, tp] of layouts) {
-    const m = launch(dir, pp, tp);
+  for (const [pp, tp, cp = 1, ep = 1] of layouts) {
+    const m = launch(dir, pp, tp, cp, ep);
     try {
       const got = runBatched(m, tokens, steps);
       got.last.forEach((l, i) => {
         const r = relDiff(l, ref.last[i]);
-        assert.ok(r < 1e-4, `${name} pp ${pp} tp ${tp} prompt ${i}: logits differ from tp 1 by ${r} relative`);
+        assert.ok(r < 1e-4, `${name} pp ${pp} tp ${tp} cp ${cp} ep ${ep} prompt ${i}: logits differ from tp 1 by ${r} relative`);
         if (tp === 1) assert.deepEqual(l, ref.last[i], `${name} pp ${pp}: stages without TP compute the same bits`);
       });
       assert.deepEqual(got.greedy, ref.greedy, `${name} pp ${pp} tp ${tp}: greedy continuations`);
@@ -81,6 +82,13 @@ for (const fixture of ['tiny-minimax-m2', 'tiny-deepseek-v32']) {
     checkLayouts(fixture, dir, golden.prompts, 16, [[2, 1], [3, 1], [2, 2]]);
   });
 }
+
+test('tiny-deepseek-v32: pp 2 × tp 4 with prefill CP 4 and EP 4 in each stage (the seed\'s PP + CP + EP) agrees with tp 1', NEEDS_SHARED, () => {
+  const dir = join(FIXTURES_DIR, 'tiny-deepseek-v32');
+  const golden = JSON.parse(readFileSync(join(dir, 'golden.json'), 'utf8')) as { prompts: Prompt[] };
+  // 1 + 7 + 45 + 100 + 3 = 156 prompt tokens: a multiple of 4, so the prefill is split over the CP ranks
+  checkLayouts('pp + cp', dir, [...golden.prompts, { tokens: [1, 2, 3] }], 6, [[2, 4, 4, 4]]);
+});
 
 /** Checkpoints of other shapes: more layers, layer counts pp does not divide, a stage with no layer at all. */
 const OTHER_SHAPES: [string, Record<string, unknown>, readonly Layout[]][] = [

@@ -6,17 +6,21 @@
 // --enable-dp-attention a node also hosts the engine cores of the attention-DP groups its ranks lead (attn_dp_rank =
 // tp_rank // attn_tp_size), which node 0's DP controller reaches over TCP (engine/remote_core.ts); the TP group is
 // Gloo, a group inside one node is in-process. Plain DP replicas across nodes are refused, as SGLang does.
+// Under --pp-size the world is tp · pp ranks (global rank = stage · tp + TP rank) split into contiguous runs per node,
+// as SGLang places them (a node holds pp_size / nnodes whole stages, or nnodes / pp_size nodes share a stage); every
+// stage's TP (and CP) groups are Gloo groups and the stage-to-stage links two-rank Gloo groups, named alike on every
+// node (executor/pp_layout.ts); node 0 runs stage 0 and the scheduler, the other nodes only their stages' ranks.
 // A node that dies or never joins stops every other node with an error naming it, its ranks and --dist-init-addr.
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { InvalidRequestError, parseKvCacheDtype, UnsupportedFeatureError } from '../common/index.js';
 import type { Logger } from '../common/index.js';
-import { engineSlice, type KernelEnv, type ServerArgs } from '../config/index.js';
+import { attnCpSizeOf, engineSlice, epSizeOf, readDistEnv, type KernelEnv, type ServerArgs } from '../config/index.js';
 import { bootstrapNodes, loadGlooAddon } from '../distributed/index.js';
-import type { NodeBootstrap } from '../distributed/index.js';
+import type { GlooGroupRef, NodeBootstrap } from '../distributed/index.js';
 import { DpCoreHost, dpAttnCoreOptions, dpAttnProcessPlan, type DpNodesPlan, type EngineOptions } from '../engine/index.js';
-import { nodeOfRank, runNodeRanks, runRemoteLedDpAttnRanks } from '../executor/index.js';
+import { makePpLayout, nodeOfRank, ppRankName, runNodeRanks, runRemoteLedDpAttnRanks } from '../executor/index.js';
 import type { DpAttnNodes, TpNodes } from '../executor/index.js';
 
 /** torch.distributed's default timeout (30 min) when --dist-timeout is not given. */
@@ -40,24 +44,31 @@ export async function joinCluster(args: Readonly<ServerArgs>, modelPath: string,
   const gloo = loadGlooAddon();
   if (!gloo.addon) throw new UnsupportedFeatureError(`multi-node serving (--nnodes ${args.nnodes}) needs Gloo: ${gloo.reason}`);
   if (!args.distInitAddr) throw new InvalidRequestError(`argument --dist-init-addr: HOST:PORT of node 0 is required with --nnodes ${args.nnodes}`, 'dist-init-addr');
-  if (args.tpSize % args.nnodes !== 0) {
-    throw new InvalidRequestError(`argument --tp-size: ${args.tpSize} ranks do not split over --nnodes ${args.nnodes} (tp_size % nnodes must be 0)`, 'tp-size');
+  const worldSize = args.tpSize * args.ppSize;
+  if (worldSize % args.nnodes !== 0) {
+    throw new InvalidRequestError(`argument --tp-size: ${worldSize} ranks (tp_size × pp_size) do not split over --nnodes ${args.nnodes} (tp_size must be divisible by number of nodes)`, 'tp-size');
   }
-  const ranksPerNode = args.tpSize / args.nnodes;
+  // SGLang's rank ranges per node (engine.py _calculate_rank_ranges): a node holds pp_size // nnodes whole stages, or
+  // nnodes // pp_size nodes share a stage's TP ranks; with global rank = stage · tp + TP rank both are a contiguous run
+  const ranksPerNode = worldSize / args.nnodes;
   const timeoutMs = (args.distTimeout ?? DEFAULT_DIST_TIMEOUT_S) * 1000;
   const config = createHash('sha256').update(readFileSync(join(modelPath, 'config.json'))).update(JSON.stringify(args.jsonModelOverrideArgs)).digest('hex').slice(0, 12);
   const dpAttention = args.enableDpAttention && args.dpSize > 1;
-  const fingerprint = `tp_size=${args.tpSize} ep_size=${args.epSize} dp_size=${args.dpSize} enable_dp_attention=${dpAttention} attn_cp_size=${args.attnCpSize} ` +
+  const fingerprint = `tp_size=${args.tpSize} pp_size=${args.ppSize} pp_partition=${readDistEnv().ppLayerPartition ?? 'default'} ep_size=${epSizeOf(args)} dp_size=${args.dpSize} enable_dp_attention=${dpAttention} attn_cp_size=${args.attnCpSize} ` +
     `enable_prefill_cp=${args.enablePrefillCp} speculative_algorithm=${args.speculativeAlgorithm} config.json#${config}`;
   logger.info(`node ${args.nodeRank} of ${args.nnodes}: joining through the TCP store at --dist-init-addr ${args.distInitAddr}${args.nodeRank === 0 ? ' (served here)' : ''}; ranks ${args.nodeRank * ranksPerNode}..${(args.nodeRank + 1) * ranksPerNode - 1} on this node`);
   const bootstrap = await bootstrapNodes({ nnodes: args.nnodes, nodeRank: args.nodeRank, distInitAddr: args.distInitAddr, timeoutMs, ranksPerNode, fingerprint });
   logger.info(`all ${args.nnodes} nodes joined (${bootstrap.nodes.map((n) => `node ${n.nodeRank}: ${n.addr}`).join(', ')})`);
-  const tpNodes: TpNodes = {
-    world: bootstrap.groupRef('world', args.tpSize),
-    tp: bootstrap.groupRef('tp', args.tpSize),
-    firstRank: bootstrap.firstRank,
-    ranksPerNode,
-  };
+  // PP: every group and link of the tp × pp layout (each stage's TP and CP groups, the stage-to-stage links)
+  // (a link is a two-rank Gloo group; each end names the rank at the other end, and its node, in errors)
+  const where = (rank: number): string => `${ppRankName(rank, args.tpSize)} on node ${Math.floor(rank / ranksPerNode)}`;
+  const pp = args.ppSize > 1 ? makePpLayout(args.tpSize, args.ppSize, (name, size) => bootstrap.groupRef(name, size), (name, from, to) => {
+    const { spec } = bootstrap.groupRef(name, 2);
+    return { send: { backend: 'gloo', name, side: 'send', spec, peer: where(to) }, recv: { backend: 'gloo', name, side: 'recv', spec, peer: where(from) } };
+  }, attnCpSizeOf(args)) : null;
+  const tpNodes: TpNodes = pp
+    ? { world: pp.world as GlooGroupRef, tp: pp.tp[0] as GlooGroupRef, firstRank: bootstrap.firstRank, ranksPerNode, pp }
+    : { world: bootstrap.groupRef('world', args.tpSize), tp: bootstrap.groupRef('tp', args.tpSize), firstRank: bootstrap.firstRank, ranksPerNode };
   const dpNodes: DpAttnNodes | null = dpAttention ? { tp: tpNodes.tp, nodeRank: args.nodeRank, ranksPerNode } : null;
   return { bootstrap, tpNodes, dpNodes, timeoutMs };
 }
@@ -97,7 +108,7 @@ async function runDpFollowerNode(args: Readonly<ServerArgs>, modelPath: string, 
   logger.info(`node ${args.nodeRank}: no HTTP server on this node (node 0 serves); ` +
     (host ? `engine cores of DP ranks [${plan.ledHere.join(', ')}] for node 0's DP controller on ${bootstrap.bindHost}:${host.port}` : 'no attention-DP group is led by a rank of this node'));
   const ranks = runRemoteLedDpAttnRanks({
-    tpSize: args.tpSize, epSize: args.epSize, dpSize: args.dpSize, modelPath, overrides: args.jsonModelOverrideArgs, threads: plan.numThreads,
+    tpSize: args.tpSize, epSize: epSizeOf(args), dpSize: args.dpSize, modelPath, overrides: args.jsonModelOverrideArgs, threads: plan.numThreads,
     kernelEnv: env, kvCacheDtype: parseKvCacheDtype(args.kvCacheDtype) ?? 'auto', groups: plan.groups, ...(plan.localRanks ? { localRanks: plan.localRanks } : {}),
   }, nodes, logger);
   // (those ranks leaving is not the end: the hosted cores run until node 0's shutdown)
@@ -116,12 +127,12 @@ async function runDpFollowerNode(args: Readonly<ServerArgs>, modelPath: string, 
 export async function runFollowerNode(args: Readonly<ServerArgs>, modelPath: string, env: KernelEnv, cluster: Cluster, logger: Logger): Promise<number> {
   if (cluster.dpNodes) return runDpFollowerNode(args, modelPath, env, cluster, logger);
   const { bootstrap } = cluster;
-  logger.info(`node ${args.nodeRank}: no HTTP server on this node (node 0 serves); running TP ranks only`);
+  logger.info(`node ${args.nodeRank}: no HTTP server on this node (node 0 serves); running ${args.ppSize > 1 ? 'pipeline-stage' : 'TP'} ranks only`);
   const ranks = runNodeRanks({
     modelPath,
     overrides: args.jsonModelOverrideArgs,
     tpSize: args.tpSize,
-    epSize: args.epSize,
+    epSize: epSizeOf(args),
     ...(args.numThreads !== null ? { threadsPerRank: args.numThreads } : {}),
     kernelEnv: env,
     kvCacheDtype: parseKvCacheDtype(args.kvCacheDtype) ?? 'auto',

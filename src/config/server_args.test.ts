@@ -105,6 +105,23 @@ test('--pp-size: accepted with --pp-max-micro-batch-size and --pp-async-batch-de
   }
 });
 
+test('the DeepSeek-V3.2 page\'s CP + PP + EP + DP command validates: DeepEP sets ep_size = tp_size, dp 1 switches dp-attention off, prefill CP over each stage\'s tp ranks', () => {
+  const dir = checkpointDir();
+  const p = parseServerArgs(['--model-path', dir, '--nccl-init', '10.0.0.1:5000', '--nnodes', '2', '--node-rank', '1', '--tp', '8', '--pp-size', '2', '--dp', '1',
+    '--enable-dp-attention', '--moe-a2a-backend', 'deepep', '--ep-size', '16', '--page-size', '128', '--chunked-prefill-size', '16384', '--attention-backend', 'dsa',
+    '--dsa-prefill-backend', 'flashmla_sparse', '--dsa-decode-backend', 'flashmla_sparse', '--enable-prefill-cp', '--cp-strategy', 'interleave',
+    '--cuda-graph-max-bs-decode', '128', '--max-running-requests', '128']);
+  const { notices } = validateServerArgs(p.args, p.given, 2);
+  assert.ok(notices.includes('DeepEP MoE is enabled. The expert parallel size is adjusted to be the same as the tensor parallel size[8].'), notices.join('\n'));
+  assert.ok(notices.includes('--enable-dp-attention with dp_size = 1 is switched off (as SGLang does)'));
+  assert.ok(notices.includes('Pipeline parallelism is incompatible with overlap schedule.'));
+  const e = engineSlice(p.args, dir);
+  assert.deepEqual([e.tpSize, e.ppSize, e.epSize, e.attnCpSize, e.enableDpAttention], [8, 2, 8, 8, false]);
+  // without DeepEP an ep_size that does not divide tp_size is still refused
+  const bad = parseServerArgs(['--model-path', dir, '--tp', '8', '--ep-size', '16']);
+  assert.throws(() => validateServerArgs(bad.args, bad.given, 2), /argument --ep-size: must divide --tp-size/);
+});
+
 test('--tp / --ep are accepted (ranks are threads); ep_size must divide tp_size; more ranks than cores get a notice', () => {
   const dir = checkpointDir();
   const check = (argv: string[]) => {

@@ -431,7 +431,7 @@ const VALUE_RULES: readonly ValueRule[] = [
     ? `--pp-size ${a.ppSize} stages do not map onto --nnodes ${a.nnodes} (each node holds pp_size // nnodes whole stages, or nnodes // pp_size nodes share a stage)` : null)],
   ['log-requests-level', (a) => (![0, 1, 2, 3].includes(a.logRequestsLevel) ? `invalid choice: ${a.logRequestsLevel} (choose from 0, 1, 2, 3)` : null)],
   ['node-rank', (a) => (a.nodeRank < 0 || a.nodeRank >= a.nnodes ? `must be in [0, nnodes=${a.nnodes}), got ${a.nodeRank}` : null)],
-  ['ep-size', (a) => (a.tpSize % a.epSize !== 0 ? `must divide --tp-size: tp_size % ep_size == 0 is required, got ${a.tpSize} % ${a.epSize} = ${a.tpSize % a.epSize}` : null)],
+  ['ep-size', (a) => (a.moeA2aBackend !== 'deepep' && a.tpSize % a.epSize !== 0 ? `must divide --tp-size: tp_size % ep_size == 0 is required, got ${a.tpSize} % ${a.epSize} = ${a.tpSize % a.epSize}` : null)],
   ['attn-cp-size', (a) => (a.attnCpSize > 1 && a.tpSize % (a.attnCpSize * a.dpSize) !== 0 ? `must divide tp_size / dp_size: tp_size % (dp_size * attn_cp_size) == 0 is required, got ${a.tpSize} % (${a.dpSize} * ${a.attnCpSize})` : null)],
   ['cp-strategy', (a) => ((a.enablePrefillCp || a.attnCpSize > 1) && a.dpSize > 1 ? `interleave prefill CP does not support --dp-size greater than 1 (got ${a.dpSize}); keep --dp 1` : null)],
   ['dp-size', (a) => (a.enableDpAttention && a.tpSize % a.dpSize !== 0 ? `--enable-dp-attention needs tp_size % dp_size == 0, got ${a.tpSize} % ${a.dpSize} = ${a.tpSize % a.dpSize}` : null)],
@@ -463,11 +463,11 @@ const NOT_BUILT_RULES: readonly NotBuiltRule[] = [
   // across nodes: engine/remote_core.ts)
   // --pp-size: executor/pp_runner.ts (stages of tp ranks each; across nodes with cli/multinode.ts)
   (a) => (a.ppSize > 1 && a.dpSize > 1 ? `pipeline parallelism with data parallelism (--pp-size ${a.ppSize} with --dp-size ${a.dpSize})` : null),
-  (a) => (a.ppSize > 1 && (a.enablePrefillCp || a.attnCpSize > 1) ? `prefill context parallelism with pipeline parallelism (--enable-prefill-cp with --pp-size ${a.ppSize})` : null),
   (a) => (a.ppSize > 1 && a.disaggregationMode !== 'null' ? `pipeline parallelism with PD disaggregation (--pp-size ${a.ppSize} with --disaggregation-mode ${a.disaggregationMode})` : null),
   // --nnodes > 1: cli/multinode.ts (needs Gloo; checks --dist-init-addr and tp_size % nnodes)
   // --enable-prefill-cp --cp-strategy interleave with dp = 1 (also across nodes): layers/context_parallel.ts (DeepSeek MLA)
   (a) => (a.cpStrategy === 'zigzag' ? 'zigzag prefill context parallelism (--cp-strategy zigzag; SGLang has it unavailable for DeepSeek V3.2 too: use interleave)' : null),
+  // (prefill CP also across nodes: each stage's CP groups are Gloo groups under --pp-size > 1, pp_layout.ts)
   (a) => (a.speculativeAlgorithm === 'EAGLE3' || a.speculativeAlgorithm === 'NGRAM' ? `speculative algorithm ${a.speculativeAlgorithm} (--speculative-algorithm; EAGLE, NEXTN and STANDALONE are built)` : null),
   (a) => (a.kvCacheDtype === 'fp4_e2m1' ? `KV cache dtype '${a.kvCacheDtype}' (--kv-cache-dtype; auto = f32, bf16, fp8_e4m3 and fp8_e5m2 are built)` : null),
   (a) => (a.quantization !== null && a.quantization !== 'fp8' ? `quantization '${a.quantization}' (--quantization; FP8 block-scaled checkpoints are built)` : null),
@@ -495,6 +495,9 @@ export function checkServerArgs(a: Readonly<ServerArgs>, given: ReadonlySet<stri
   if (a.tpSize > machineCpus) notices.push(`--tp-size ${a.tpSize} runs ${a.tpSize} rank threads on ${machineCpus} CPU core(s): ranks share cores (slower, same results)`);
   // accepted, with a notice (the GPU-only knobs: one line, gpuKnobsNotice)
   if (a.enableDpAttention && a.dpSize === 1) notices.push('--enable-dp-attention with dp_size = 1 is switched off (as SGLang does)');
+  if (a.ppSize > 1) notices.push('Pipeline parallelism is incompatible with overlap schedule.'); // SGLang's warning (tsglang has no overlap scheduler)
+  // SGLang server_args.py _handle_a2a_moe: DeepEP runs experts over the whole TP group (slices.ts epSizeOf)
+  if (a.moeA2aBackend === 'deepep') notices.push(`DeepEP MoE is enabled. The expert parallel size is adjusted to be the same as the tensor parallel size[${a.tpSize}].`);
   if (given.has('disable-overlap-schedule')) notices.push('--disable-overlap-schedule: tsglang has no overlap scheduler; nothing to disable');
   if (a.nnodes === 1 && a.tpSize === 1 && (given.has('dist-init-addr') || given.has('dist-timeout'))) notices.push('--dist-init-addr/--dist-timeout: single-node, single-rank serving; no distributed init happens');
   if (given.has('revision')) notices.push('--revision: local checkpoint directories have no revisions; ignored');

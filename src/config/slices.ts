@@ -111,6 +111,16 @@ export function httpServerSlice(a: Readonly<ServerArgs>, servedModelName: string
   });
 }
 
+/** --ep-size in effect: SGLang sets it to --tp-size under --moe-a2a-backend deepep (_handle_a2a_moe). */
+export function epSizeOf(a: Readonly<ServerArgs>): number {
+  return a.moeA2aBackend === 'deepep' ? a.tpSize : a.epSize;
+}
+
+/** The attention CP group size in effect: --attn-cp-size, or every attention rank of the (dp = 1) TP group under --enable-prefill-cp. */
+export function attnCpSizeOf(a: Readonly<ServerArgs>): number {
+  return a.attnCpSize > 1 ? a.attnCpSize : a.enablePrefillCp ? Math.max(1, Math.floor(a.tpSize / a.dpSize)) : 1;
+}
+
 /**
  * The engine's slice.
  * @param a validated args (schedulePolicy already checked to be fcfs or lpm)
@@ -139,7 +149,7 @@ export function engineSlice(a: Readonly<ServerArgs>, modelPath: string): EngineS
     skipTokenizerInit: a.skipTokenizerInit,
     ...(a.numThreads !== null ? { numThreads: a.numThreads } : {}),
     tpSize: a.tpSize,
-    epSize: a.epSize,
+    epSize: epSizeOf(a),
     ppSize: a.ppSize,
     ppMaxMicroBatchSize: a.ppMaxMicroBatchSize,
     ppAsyncBatchDepth: a.ppAsyncBatchDepth,
@@ -147,7 +157,7 @@ export function engineSlice(a: Readonly<ServerArgs>, modelPath: string): EngineS
     enableDpAttention: a.enableDpAttention && a.dpSize > 1,
     loadBalanceMethod: a.loadBalanceMethod,
     // --enable-prefill-cp without --attn-cp-size: every attention rank of the (dp = 1) TP group is a CP rank
-    attnCpSize: a.attnCpSize > 1 ? a.attnCpSize : a.enablePrefillCp ? Math.max(1, Math.floor(a.tpSize / a.dpSize)) : 1,
+    attnCpSize: attnCpSizeOf(a),
     distTimeout: a.distTimeout,
     logLevel: a.logLevel,
     grammarBackend: a.grammarBackend,

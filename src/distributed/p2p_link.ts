@@ -51,6 +51,8 @@ export interface GlooLinkEnd {
   readonly name: string;
   readonly side: 'send' | 'recv';
   readonly spec: Omit<GlooGroupSpec, 'rank'>;
+  /** Who is at the other end ("PP stage 1 TP rank 0 (rank 2) on node 1"): errors name it. */
+  readonly peer?: string;
 }
 
 /** Either end of a link, as plain data (give each rank its end in workerData). */
@@ -153,6 +155,8 @@ class GlooLink implements P2pLink {
   private readonly h: ReturnType<GlooAddon['glooCreate']>;
   private readonly timeoutMs: number;
   private readonly ctx: string;
+  /** " from/to <peer>" when the end names its peer, else ''. */
+  private readonly who: string;
   private seq = 0;
   private closed = false;
   private readonly header = new Uint32Array(2);
@@ -160,6 +164,7 @@ class GlooLink implements P2pLink {
   constructor(private readonly end: GlooLinkEnd) {
     const { addon, reason } = loadGlooAddon();
     this.name = end.name;
+    this.who = end.peer ? ` ${end.side === 'send' ? 'to' : 'from'} ${end.peer}` : '';
     this.ctx = end.spec.context ? ` (${end.spec.context})` : '';
     if (!addon || typeof addon.glooSendAsync !== 'function') throw new DistributedError(`link '${end.name}': cross-process links unavailable: ${reason ?? 'the Gloo addon has no point-to-point functions (rebuild it: npm run build:native)'}`);
     this.addon = addon;
@@ -168,7 +173,7 @@ class GlooLink implements P2pLink {
     try {
       this.h = addon.glooCreate(end.spec.storeHost, end.spec.storePort, end.spec.prefix, rank, 2, end.spec.bindHost, nativeMs(end.spec.timeoutMs));
     } catch (err) {
-      throw new DistributedError(`link '${end.name}': could not connect through the TCP store at ${end.spec.storeHost}:${end.spec.storePort}: ${(err as Error).message}${this.ctx}`);
+      throw new DistributedError(`link '${end.name}'${this.who}: could not connect through the TCP store at ${end.spec.storeHost}:${end.spec.storePort}: ${(err as Error).message}${this.ctx}`);
     }
   }
 
@@ -177,7 +182,7 @@ class GlooLink implements P2pLink {
     try {
       return fn();
     } catch (err) {
-      throw new DistributedError(`link '${this.name}': ${op} failed: ${(err as Error).message}${this.ctx}`, { cause: err });
+      throw new DistributedError(`link '${this.name}'${this.who}: ${op} failed: ${(err as Error).message}${this.ctx}`, { cause: err });
     }
   }
 

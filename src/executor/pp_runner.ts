@@ -14,7 +14,7 @@ import { parallelLayout, pipelineStage, type ForwardBatch, type ForwardOutput, t
 import type { KVPool, KVPoolLayout } from '../mem_cache/index.js';
 import { getModelDefinition, loadModel, type LoadedModel } from '../models/index.js';
 import type { ForwardModel, PipelinedModel, RunResult, SampleRowRequest, ScoreRowRequest } from './model_runner.js';
-import { makePpLayout, ppRankInit, type PpLayout } from './pp_layout.js';
+import { makePpLayout, ppLayoutGroups, ppRankCp, ppRankInit } from './pp_layout.js';
 import { decodeStageResult, encodeSamplePlan, encodeStageMessage, encodeStageShutdown } from './pp_protocol.js';
 import { CommStepChannel, RankBoard, type StepChannel } from './rank_channel.js';
 import { encodeForwardStep } from './step_codec.js';
@@ -124,9 +124,12 @@ export class PpForwardModel implements PipelinedModel {
   /** Marks the pipeline broken, wakes every rank, and names the failed stage/rank when one reported. */
   private fail(e: Error): Error {
     const why = this.ctl.failures();
-    this.broken = why || `PP stage 0 TP rank 0 (rank 0) failed: ${e.message}`;
+    // nothing on this node's board and a link or group broke: a rank on another node (the error names the link's peer
+    // and its node, or the group and this node); else rank 0's own failure
+    const remote = why === '' && e.name === 'DistributedError';
+    this.broken = why || (remote ? e.message : `PP stage 0 TP rank 0 (rank 0) failed: ${e.message}`);
     this.ctl.abort(this.broken);
-    return why ? new DistributedError(`pipeline-parallel step failed: ${why}`, { cause: e }) : e;
+    return why || remote ? new DistributedError(`pipeline-parallel step failed: ${why || e.message}`, { cause: e }) : e;
   }
 
   /** Sends the shutdown through the pipeline and releases the groups and links (idempotent). */
@@ -152,8 +155,6 @@ export interface PpLaunchOptions extends TpLaunchOptions {
   readonly ppSize: number;
   /** --pp-async-batch-depth: extra micro-batches in flight (default 0). */
   readonly asyncBatchDepth?: number;
-  /** Multi-node: this node's layout refs (Gloo groups and links every node derives alike). */
-  readonly ppLayout?: PpLayout;
 }
 
 /** The launched pipeline: rank 0's model and what it loaded. */
@@ -189,7 +190,8 @@ export function launchPpRanks(o: PpLaunchOptions): PpLaunch {
   const tp = o.tpSize;
   const pp = o.ppSize;
   if (o.epSize < 1 || tp % o.epSize !== 0) throw new InvalidRequestError(`--ep-size (${o.epSize}) must divide --tp-size (${tp})`, 'ep_size');
-  if ((o.attnCpSize ?? 1) > 1) throw new UnsupportedFeatureError('prefill context parallelism with --pp-size > 1 is not built yet');
+  const cpSize = o.attnCpSize ?? 1;
+  if (cpSize > 1 && tp % cpSize !== 0) throw new InvalidRequestError(`--attn-cp-size (${cpSize}) must divide --tp-size (${tp})`, 'attn_cp_size');
   const nodes = o.nodes ?? null;
   if (nodes && nodes.firstRank !== 0) throw new DistributedError('launchPpRanks runs on node 0 (global rank 0); other nodes use runNodeRanks');
   const localRanks = nodes ? nodes.ranksPerNode : tp * pp;
@@ -203,11 +205,16 @@ export function launchPpRanks(o: PpLaunchOptions): PpLaunch {
     if (!definition.shardTensors) throw new UnsupportedFeatureError(`architecture ${config.architectures[0] ?? '?'} has no tensor-parallel layout (--tp-size ${tp})`);
     definition.shardTensors(config, definition.expectedTensors(config), parallelLayout(0, tp, o.epSize));
   }
-  const layout = o.ppLayout ?? nodes?.pp ?? makePpLayout(tp, pp, (name, size) => createLocalGroup(size, { name, timeoutMs }), (name) => createLocalLink(name, timeoutMs));
+  // across nodes: the Gloo refs every node derived alike (cli/multinode.ts); in one process: shm groups and MessagePorts
+  const layout = nodes?.pp ?? makePpLayout(tp, pp, (name, size) => createLocalGroup(size, { name, timeoutMs }), (name) => createLocalLink(name, timeoutMs), cpSize);
+  if ((layout.cp?.size ?? 1) !== cpSize) throw new InvalidRequestError(`the node layout's prefill CP size (${layout.cp?.size ?? 1}) differs from --attn-cp-size (${cpSize})`, 'attn_cp_size');
+  if (cpSize > 1 && !/^Deepseek/.test(config.architectures[0] ?? '')) {
+    throw new UnsupportedFeatureError(`prefill context parallelism (--attn-cp-size ${cpSize}) is built for DeepSeek's MLA attention, not ${config.architectures[0] ?? '?'}`);
+  }
   const board = RankBoard.create(tp * pp, tp);
   const allEnds = (): LinkEnd[] => [...layout.links.flat().flatMap((l) => [l.send, l.recv]), layout.results.send, layout.results.recv];
   const breakAll = (reason: string, groups: readonly Communicator[], links: readonly P2pLink[]): void => {
-    breakGroups([layout.world, ...layout.tp, ...(layout.step0 ? [layout.step0] : [])], groups, null, reason);
+    breakGroups(ppLayoutGroups(layout), groups, null, reason);
     for (const e of allEnds()) if (e.backend === 'port') abortLocalLink(e, reason);
     for (const l of links) l.close();
   };
@@ -224,6 +231,7 @@ export function launchPpRanks(o: PpLaunchOptions): PpLaunch {
       rank, tpSize: tp, epSize: o.epSize, modelPath: o.modelPath, overrides, threads,
       ...(o.kernelEnv ? { kernelEnv: o.kernelEnv } : {}), ...(o.kvCacheDtype ? { kvCacheDtype: o.kvCacheDtype } : {}),
       world: layout.world, tp: layout.tp[Math.floor(rank / tp)], board: board.handle, pp: ppRankInit(layout, rank, stages),
+      ...(layout.cp ? { cp: ppRankCp(layout, rank) } : {}),
     });
     for (let r = 1; r < localRanks; r++) workers.push(spawnRank(init(r), board, logger));
     const mine = ppRankInit(layout, 0, stages);
@@ -237,7 +245,7 @@ export function launchPpRanks(o: PpLaunchOptions): PpLaunch {
     links.push(next);
     const results = openLink(layout.results.recv);
     links.push(results);
-    rank0 = loadModel(o.modelPath, { ops, overrides, logger, parallel: rankParallel(0, tp, o.epSize, tpComm, undefined, groups), stage: stages[0] });
+    rank0 = loadModel(o.modelPath, { ops, overrides, logger, parallel: rankParallel(0, tp, o.epSize, tpComm, ppRankCp(layout, 0), groups), stage: stages[0] });
     board.ready(0, rank0.weightBytes);
     try {
       worldComm.barrier();
@@ -264,7 +272,7 @@ export function launchPpRanks(o: PpLaunchOptions): PpLaunch {
   const weightBytes = Array.from({ length: localRanks }, (_, r) => board.weightBytesOf(r));
   for (let r = 0; r < localRanks; r++) {
     const st = stages[Math.floor(r / tp)];
-    logger.info(`[PP${st.ppRank} TP${r % tp}] Load weight end. layers [${st.startLayer}, ${st.endLayer}), weight bytes=${weightBytes[r]} (${(weightBytes[r] / 2 ** 20).toFixed(2)} MiB), tp_size=${tp}, pp_size=${pp}, ep_size=${o.epSize}, threads=${threads}`);
+    logger.info(`[PP${st.ppRank} TP${r % tp}] Load weight end. layers [${st.startLayer}, ${st.endLayer}), weight bytes=${weightBytes[r]} (${(weightBytes[r] / 2 ** 20).toFixed(2)} MiB), tp_size=${tp}, pp_size=${pp}, ep_size=${o.epSize}${cpSize > 1 ? `, attn_cp_size=${cpSize}` : ''}, threads=${threads}`);
   }
   const local = new StageBusyModel(rank0.model, board);
   return { model: new PpForwardModel(local, tp, pp, pp + (o.asyncBatchDepth ?? 0), ctl), rank0, weightBytes, threadsPerRank: threads, allocKv, stages };

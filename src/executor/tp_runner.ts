@@ -17,7 +17,7 @@ import { getModelDefinition, loadModel, type LoadedModel } from '../models/index
 import type { ForwardModel } from './model_runner.js';
 import { CommStepChannel, RankBoard, type RankBoardHandle, type StepChannel } from './rank_channel.js';
 import { decodeStep, encodeForwardStep, encodeShutdownStep } from './step_codec.js';
-import { ppLinkEnds, ppPorts, ppRankInit, type PpLayout, type PpRankInit } from './pp_layout.js';
+import { ppLinkEnds, ppPorts, ppRankCp, ppRankInit, type PpLayout, type PpRankInit } from './pp_layout.js';
 import { planStages } from './pp_runner.js';
 
 /** Threads per rank by default: max(1, ⌊cores / ranks on this node⌋), so ranks never oversubscribe the machine. */
@@ -383,7 +383,8 @@ export function runNodeRanks(o: TpLaunchOptions & { readonly nodes: TpNodes }): 
       const cp = !pp && (o.attnCpSize ?? 1) > 1 ? cpInitOf(cpGroupRefs(o.tpSize, o.attnCpSize!, o.timeoutMs ?? 1_800_000, nodes.tp), rank, o.tpSize) : undefined;
       const init: TpRankInit = {
         rank, tpSize: o.tpSize, epSize: o.epSize, modelPath: o.modelPath, overrides, threads, ...(o.kernelEnv ? { kernelEnv: o.kernelEnv } : {}), ...(o.kvCacheDtype ? { kvCacheDtype: o.kvCacheDtype } : {}),
-        world: nodes.world, tp: pp ? pp.tp[Math.floor(rank / o.tpSize)] : nodes.tp, board: board.handle, ...(cp ? { cp } : {}), ...(pp ? { pp: ppRankInit(pp, rank, stages) } : {}),
+        world: nodes.world, tp: pp ? pp.tp[Math.floor(rank / o.tpSize)] : nodes.tp, board: board.handle, ...(cp ? { cp } : {}),
+        ...(pp ? { pp: ppRankInit(pp, rank, stages), ...(pp.cp ? { cp: ppRankCp(pp, rank) } : {}) } : {}),
       };
       const w = spawnRank(init, board, logger);
       w.on('exit', () => {
