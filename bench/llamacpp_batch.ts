@@ -60,39 +60,52 @@ export function stepBytes(w: WeightBytes, cfg: Record<string, unknown>, batch: n
   return { weights: w.dense + w.experts * share + (w.embedding / vocab) * batch, kv: batch * ctxLen * kvPerToken };
 }
 
+/** Throughput of one side at one batch size: wall-clock tok/s and tok per CPU-second (median and every run). */
+export interface DecodeRate {
+  readonly tokS: number;
+  readonly runs: number[];
+  /** Tokens per second of CPU time of the whole process (user + system, all threads) over the decode phase. */
+  readonly tokCpuS: number;
+  readonly cpuRuns: number[];
+}
+
 /**
  * tsglang's batched decode: `batch` sequences each prefilled with `prompt` (untimed, one extend batch), then
  * `steps` greedy decode steps of all rows; the median over `runs` after a warmup run.
- * @returns tok/s (batch · steps / decode wall time) and the KV bytes per token of the pool
+ * @returns the rates (wall and CPU time) and the KV bytes per token of the pool
  */
-export function oursBatchDecode(model: CausalLM, ops: Ops, prompt: readonly number[], batch: number, steps: number, runs: number, argmax: (x: Float32Array, off: number, n: number) => number): { tokS: number; runs: number[]; kvPerToken: number } {
+export function oursBatchDecode(model: CausalLM, ops: Ops, prompt: readonly number[], batch: number, steps: number, runs: number, argmax: (x: Float32Array, off: number, n: number) => number): DecodeRate & { kvPerToken: number } {
   const V = model.config.vocabSize;
   const layout = model.kvPoolLayout();
-  const once = (n: number): number => {
+  const once = (n: number): { wall: number; cpu: number } => {
     const pool = new KVPool(layout, batch * (prompt.length + n + 2) + 2, undefined, (b) => ops.allocateKvBuffer(b));
     const ctx = new SimpleBatchContext(pool, batch, prompt.length + n + 1);
     const reqs = Array.from({ length: batch }, () => ctx.addReq());
     const pre = model.forward(ctx.makeBatch(reqs.map((req) => ({ req, inputIds: prompt })), { logits: 'last' })).logits;
     const next = reqs.map((_, j) => argmax(pre, j * V, V));
     const t0 = performance.now();
+    const c0 = process.cpuUsage();
     for (let i = 0; i < n; i++) {
       const lg = model.forward(ctx.makeBatch(reqs.map((req, j) => ({ req, inputIds: [next[j]] })), { logits: 'last' })).logits;
       for (let j = 0; j < batch; j++) next[j] = argmax(lg, j * V, V);
     }
-    return (batch * n) / ((performance.now() - t0) / 1000);
+    const c = process.cpuUsage(c0);
+    return { wall: (batch * n) / ((performance.now() - t0) / 1000), cpu: (batch * n) / ((c.user + c.system) / 1e6) };
   };
   once(2);
   const res = Array.from({ length: runs }, () => once(steps));
-  return { tokS: median(res), runs: res, kvPerToken: kvBytesPerToken(layout) };
+  const wall = res.map((r) => r.wall);
+  const cpu = res.map((r) => r.cpu);
+  return { tokS: median(wall), runs: wall, tokCpuS: median(cpu), cpuRuns: cpu, kvPerToken: kvBytesPerToken(layout) };
 }
 
 /** llama.cpp's batched decode through bench/llamacpp_batch_peer.mjs (a child process, cwd = node-llama-cpp's folder). */
-export function peerBatchDecode(peerScript: string, llcppModules: string, gguf: string, batch: number, threads: number, promptLen: number, steps: number, runs: number): { tokS: number; runs: number[] } {
+export function peerBatchDecode(peerScript: string, llcppModules: string, gguf: string, batch: number, threads: number, promptLen: number, steps: number, runs: number): DecodeRate {
   const r = spawnSync(process.execPath, [peerScript, gguf, '--batch', String(batch), '--threads', String(threads), '--prompt-len', String(promptLen), '--decode-len', String(steps), '--runs', String(runs)],
     { encoding: 'utf8', cwd: join(llcppModules, '..'), env: { ...process.env, NODE_PATH: llcppModules }, stdio: ['ignore', 'pipe', 'inherit'] });
   if (r.status !== 0) throw new Error(`llamacpp_batch_peer.mjs failed (exit ${r.status})`);
-  const j = JSON.parse(r.stdout.trim().split('\n').pop()!) as { decode_tok_s: number; runs: number[] };
-  return { tokS: j.decode_tok_s, runs: j.runs };
+  const j = JSON.parse(r.stdout.trim().split('\n').pop()!) as { decode_tok_s: number; runs: number[]; decode_tok_cpu_s: number; cpu_runs: number[] };
+  return { tokS: j.decode_tok_s, runs: j.runs, tokCpuS: j.decode_tok_cpu_s, cpuRuns: j.cpu_runs };
 }
 
 /** A fixed CPU hog: one `yes` per core writing to /dev/null, started and stopped (by PID) by the benchmark. */

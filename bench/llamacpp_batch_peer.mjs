@@ -2,7 +2,8 @@
 // B sequences in one context; each prefills the same --prompt-len ids (untimed, one sequence after the other), then
 // --decode-len greedy steps in which every sequence feeds its previous pick; the B one-token evaluations of a step are
 // issued together, and node-llama-cpp's batching puts them into one llama_decode (n_batch ≥ B). tok/s = B · steps /
-// wall time of the decode phase, median of --runs after one warmup run. Prints ONE JSON line on stdout.
+// wall time of the decode phase, median of --runs after one warmup run; tok per CPU-second = B · steps / CPU time of
+// this process (user + system, every thread) over the same phase. Prints ONE JSON line on stdout.
 //
 //   NODE_PATH=<dir>/node_modules node bench/llamacpp_batch_peer.mjs MODEL.gguf --batch 8 [--threads 1]
 //       [--prompt-len 16] [--decode-len 16] [--runs 3] [--prompt-file tokens.json]
@@ -58,18 +59,22 @@ async function oneRun(steps) {
     toks.push(r[prompt.length - 1].next.token);
   }
   const t0 = performance.now();
+  const c0 = process.cpuUsage();
   for (let i = 0; i < steps; i++) {
     const outs = await Promise.all(seqs.map((s, j) => s.controlledEvaluate([[toks[j], greedy]])));
     outs.forEach((o, j) => { toks[j] = o[0].next.token; });
   }
-  return (B * steps) / ((performance.now() - t0) / 1000);
+  const c = process.cpuUsage(c0);
+  return { wall: (B * steps) / ((performance.now() - t0) / 1000), cpu: (B * steps) / ((c.user + c.system) / 1e6) };
 }
 
 await oneRun(2);
 const res = [];
 for (let i = 0; i < runs; i++) res.push(await oneRun(decodeLen));
-const sorted = [...res].sort((a, b) => a - b);
-console.log(JSON.stringify({ batch: B, threads: context.currentThreads, decode_tok_s: Math.round(sorted[sorted.length >> 1] * 100) / 100, runs: res.map((x) => Math.round(x * 100) / 100) }));
+const med = (xs) => { const s = [...xs].sort((a, b) => a - b); return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2; };
+const r2 = (x) => Math.round(x * 100) / 100;
+console.log(JSON.stringify({ batch: B, threads: context.currentThreads, decode_tok_s: r2(med(res.map((r) => r.wall))), runs: res.map((r) => r2(r.wall)),
+  decode_tok_cpu_s: r2(med(res.map((r) => r.cpu))), cpu_runs: res.map((r) => r2(r.cpu)) }));
 await context.dispose();
 await model.dispose();
 await llama.dispose();

@@ -1,5 +1,5 @@
 // `npm run bench:llamacpp [-- --threads 1,2] [--archs minimax-m2] [--runs 3] [--decode-len 128] [--batches 1,8,32]
-// [--hog off|on|both] [--batch-only]`: tsglang and
+// [--hog off|on|both] [--batch-only] [--rounds 1]`: tsglang and
 // llama.cpp side by side on the same weights. The bench checkpoint (FP8, bench_presets.ts) is converted to GGUF q8_0
 // by ../shared/tools/llamacpp-peer/hf_to_gguf.py (q8_0 at 8.5 bits is the fair match for FP8); llama.cpp runs through
 // node-llama-cpp (installed OUTSIDE this package: `mkdir -p /tmp/llcpp && cd /tmp/llcpp && npm init -y &&
@@ -9,7 +9,10 @@
 // Then batched decode (bench/llamacpp_batch.ts): B sequences of 16 prompt ids, 16 greedy steps of all B rows, both
 // sides (llama.cpp: B sequences in one context, one llama_decode per step), at every --batches B, quiet and beside a
 // CPU hog (one `yes` per core, started and stopped here) — with the bytes of weights and KV each step reads, the
-// resulting GB/s and its share of the machine's measured read bandwidth (all threads, 512 MiB buffer).
+// resulting GB/s and its share of the machine's measured read bandwidth (all threads, 512 MiB buffer). Each batch
+// size runs --rounds rounds of (tsglang, llama.cpp), the side that goes first alternating, and the medians pool every
+// run of every round; beside wall-clock tok/s each side reports tokens per CPU-second of its process (user + system
+// time, all threads), a figure a loaded machine disturbs far less than the wall clock.
 import { spawnSync } from 'node:child_process';
 import { closeSync, existsSync, openSync, readdirSync, readFileSync, readSync, statSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
@@ -24,9 +27,10 @@ import { loadModel } from '../src/models/index.js';
 import type { CausalLM } from '../src/models/index.js';
 import { ensureBenchCheckpoint } from './bench_presets.js';
 import { CpuHog, median, oursBatchDecode, peerBatchDecode, readConfig, stepBytes, weightBytes } from './llamacpp_batch.js';
+import type { DecodeRate } from './llamacpp_batch.js';
 
 const { values } = parseArgs({ options: { threads: { type: 'string' }, archs: { type: 'string' }, runs: { type: 'string' }, 'decode-len': { type: 'string' }, 'prompt-len': { type: 'string' },
-  batches: { type: 'string' }, hog: { type: 'string' }, 'batch-only': { type: 'boolean' } } });
+  batches: { type: 'string' }, hog: { type: 'string' }, 'batch-only': { type: 'boolean' }, rounds: { type: 'string' } } });
 const threadList = (values.threads ?? `1,${availableParallelism()}`).split(',').map(Number).filter((n, i, a) => n >= 1 && a.indexOf(n) === i);
 const archs = (values.archs ?? 'minimax-m2,deepseek-v32').split(',');
 const runs = Number(values.runs ?? 3);
@@ -38,6 +42,7 @@ const llcppModules = process.env.LLCPP_NODE_MODULES ?? '/tmp/llcpp/node_modules'
 const batches = (values.batches ?? '1,8,32').split(',').map(Number).filter((n) => n >= 1);
 const hogModes = ({ off: [false], on: [true], both: [false, true] } as Record<string, boolean[]>)[values.hog ?? 'both'] ?? [false, true];
 const batchOnly = values['batch-only'] === true;
+const rounds = Math.max(1, Number(values.rounds ?? 1));
 const BATCH_PROMPT = 16;
 const BATCH_STEPS = 16;
 const peerBatchScript = fileURLToPath(new URL('../../bench/llamacpp_batch_peer.mjs', import.meta.url));
@@ -111,7 +116,15 @@ function ggufIsCurrent(dir: string, gguf: string): boolean {
 
 interface Line { arch: string; threads: number; ours: { prefill: number; decode: number }; llama: { prefill: number; decode: number }; oursBpw: number; llamaBpw: number }
 const lines: Line[] = [];
-interface BatchLine { arch: string; threads: number; hog: boolean; batch: number; ours: number; llama: number; oursRuns: number[]; llamaRuns: number[]; mbStep: number; oursGBs: number; llamaGBs: number; ceiling: number }
+interface BatchLine { arch: string; threads: number; hog: boolean; batch: number; ours: DecodeRate; llama: DecodeRate; mbStep: number; oursGBs: number; llamaGBs: number; ceiling: number; load: number }
+
+/** The runs of several rounds pooled into one rate (medians over every run). */
+function pooled(rates: DecodeRate[]): DecodeRate {
+  const runs = rates.flatMap((r) => r.runs);
+  const cpuRuns = rates.flatMap((r) => r.cpuRuns);
+  return { tokS: median(runs), runs, tokCpuS: median(cpuRuns), cpuRuns };
+}
+const fmtRuns = (xs: number[]): string => xs.map((x) => x.toFixed(1)).join(' ');
 const batchLines: BatchLine[] = [];
 const hog = new CpuHog();
 process.stdout.write(`tsglang bench:llamacpp — ${availableParallelism()} cores, load average ${loadavg().map((x) => x.toFixed(2)).join(' ')}\n`);
@@ -152,15 +165,29 @@ for (const arch of archs) {
       if (withHog) hog.start();
       try {
         for (const B of batches) {
-          const o = oursBatchDecode(model, ops, bprompt, B, BATCH_STEPS, runs, argmax);
-          const l = peerBatchDecode(peerBatchScript, llcppModules, gguf, B, threads, BATCH_PROMPT, BATCH_STEPS, runs);
-          const sb = stepBytes(wb, cfg, B, BATCH_PROMPT + BATCH_STEPS / 2, o.kvPerToken);
+          const os: DecodeRate[] = [];
+          const ls: DecodeRate[] = [];
+          let kvPerToken = 0;
+          for (let r = 0; r < rounds; r++) {
+            const runOurs = (): void => {
+              const o = oursBatchDecode(model, ops, bprompt, B, BATCH_STEPS, runs, argmax);
+              kvPerToken = o.kvPerToken;
+              os.push(o);
+            };
+            const runPeer = (): void => void ls.push(peerBatchDecode(peerBatchScript, llcppModules, gguf, B, threads, BATCH_PROMPT, BATCH_STEPS, runs));
+            if (r % 2 === 0) { runOurs(); runPeer(); } else { runPeer(); runOurs(); }
+          }
+          const o = pooled(os);
+          const l = pooled(ls);
+          const sb = stepBytes(wb, cfg, B, BATCH_PROMPT + BATCH_STEPS / 2, kvPerToken);
           const stepB = sb.weights + sb.kv;
           const peerStepB = sb.weights * (ggufBytes / stats.bytes) + sb.kv; // q8_0 weights; KV counted as ours
-          const bl: BatchLine = { arch, threads, hog: withHog, batch: B, ours: o.tokS, llama: l.tokS, oursRuns: o.runs, llamaRuns: l.runs, mbStep: stepB / 1e6,
-            oursGBs: (stepB * o.tokS) / B / 1e9, llamaGBs: (peerStepB * l.tokS) / B / 1e9, ceiling };
+          const bl: BatchLine = { arch, threads, hog: withHog, batch: B, ours: o, llama: l, mbStep: stepB / 1e6,
+            oursGBs: (stepB * o.tokS) / B / 1e9, llamaGBs: (peerStepB * l.tokS) / B / 1e9, ceiling, load: loadavg()[0] };
           batchLines.push(bl);
-          process.stdout.write(`${arch} threads ${threads}${withHog ? ' +hog' : ''} batch ${B}: tsglang ${o.tokS.toFixed(1)} tok/s [${o.runs.map((x) => x.toFixed(1)).join(' ')}] | llama.cpp ${l.tokS.toFixed(1)} [${l.runs.map((x) => x.toFixed(1)).join(' ')}] | ${(o.tokS / l.tokS).toFixed(2)}x | ${bl.mbStep.toFixed(0)} MB/step → ${bl.oursGBs.toFixed(2)} vs ${bl.llamaGBs.toFixed(2)} GB/s of ${ceiling.toFixed(1)} | load ${loadavg()[0].toFixed(2)}\n`);
+          process.stdout.write(`${arch} threads ${threads}${withHog ? ' +hog' : ''} batch ${B}: tsglang ${o.tokS.toFixed(1)} tok/s [${fmtRuns(o.runs)}] | llama.cpp ${l.tokS.toFixed(1)} [${fmtRuns(l.runs)}] | ${(o.tokS / l.tokS).toFixed(2)}x` +
+            ` | per CPU-s ${o.tokCpuS.toFixed(1)} [${fmtRuns(o.cpuRuns)}] vs ${l.tokCpuS.toFixed(1)} [${fmtRuns(l.cpuRuns)}] ${(o.tokCpuS / l.tokCpuS).toFixed(2)}x` +
+            ` | ${bl.mbStep.toFixed(0)} MB/step → ${bl.oursGBs.toFixed(2)} vs ${bl.llamaGBs.toFixed(2)} GB/s of ${ceiling.toFixed(1)} | load ${bl.load.toFixed(2)}\n`);
         }
       } finally {
         if (withHog) hog.stop();
@@ -173,9 +200,9 @@ for (const l of lines) {
   process.stdout.write(`${l.arch.padEnd(14)} ${String(l.threads).padStart(3)}  ${l.ours.prefill.toFixed(1).padStart(8)} ${l.llama.prefill.toFixed(1).padStart(8)} ${(l.ours.prefill / l.llama.prefill).toFixed(2).padStart(5)}x  ${l.ours.decode.toFixed(1).padStart(8)} ${l.llama.decode.toFixed(1).padStart(9)} ${(l.ours.decode / l.llama.decode).toFixed(2).padStart(5)}x  ${l.oursBpw.toFixed(3)} | ${l.llamaBpw.toFixed(3)}\n`);
 }
 if (lines.length > 0) process.stdout.write(`prompt ${promptLen} ids (llama.cpp's seed), decode ${decodeLen} greedy steps at batch 1, median of ${runs} runs after 1 warmup; load average at the end ${loadavg().map((x) => x.toFixed(2)).join(' ')}\n`);
-process.stdout.write(`\nbatched decode (${BATCH_PROMPT} prompt ids per sequence, ${BATCH_STEPS} greedy steps, median of ${runs} runs after 1 warmup; MB/step = weights read once per step (experts: expected distinct under uniform routing) + KV of every row; GB/s = MB/step × steps/s, llama.cpp's weights at its q8_0 size)\n`);
-process.stdout.write(`${'arch'.padEnd(12)} thr hog  batch ${'tsglang'.padStart(9)} ${'llama.cpp'.padStart(9)}  ratio  MB/step  ${'GB/s ours'.padStart(9)} ${'llama'.padStart(6)}  ceiling  share ours | llama\n`);
+process.stdout.write(`\nbatched decode (${BATCH_PROMPT} prompt ids per sequence, ${BATCH_STEPS} greedy steps, median of ${runs} runs × ${rounds} round(s) after 1 warmup each; tok/s = wall clock, tok/CPU-s = per second of the process's CPU time; MB/step = weights read once per step (experts: expected distinct under uniform routing) + KV of every row; GB/s = MB/step × steps/s, llama.cpp's weights at its q8_0 size; load = 1-min load average after the line)\n`);
+process.stdout.write(`${'arch'.padEnd(12)} thr hog  batch ${'tsglang'.padStart(9)} ${'llama.cpp'.padStart(9)}  ratio  ${'tok/CPU-s'.padStart(9)} ${'llama'.padStart(7)}  ratio  MB/step  ${'GB/s ours'.padStart(9)} ${'llama'.padStart(6)}  ceiling  share ours | llama   load\n`);
 for (const b of batchLines) {
-  process.stdout.write(`${b.arch.padEnd(12)} ${String(b.threads).padStart(3)} ${b.hog ? 'yes' : ' no'}  ${String(b.batch).padStart(5)} ${b.ours.toFixed(1).padStart(9)} ${b.llama.toFixed(1).padStart(9)} ${(b.ours / b.llama).toFixed(2).padStart(5)}x ${b.mbStep.toFixed(0).padStart(8)}  ${b.oursGBs.toFixed(2).padStart(9)} ${b.llamaGBs.toFixed(2).padStart(6)}  ${b.ceiling.toFixed(1).padStart(7)}  ${((100 * b.oursGBs) / b.ceiling).toFixed(0).padStart(4)}% | ${((100 * b.llamaGBs) / b.ceiling).toFixed(0)}%\n`);
+  process.stdout.write(`${b.arch.padEnd(12)} ${String(b.threads).padStart(3)} ${b.hog ? 'yes' : ' no'}  ${String(b.batch).padStart(5)} ${b.ours.tokS.toFixed(1).padStart(9)} ${b.llama.tokS.toFixed(1).padStart(9)} ${(b.ours.tokS / b.llama.tokS).toFixed(2).padStart(5)}x  ${b.ours.tokCpuS.toFixed(1).padStart(9)} ${b.llama.tokCpuS.toFixed(1).padStart(7)} ${(b.ours.tokCpuS / b.llama.tokCpuS).toFixed(2).padStart(5)}x ${b.mbStep.toFixed(0).padStart(8)}  ${b.oursGBs.toFixed(2).padStart(9)} ${b.llamaGBs.toFixed(2).padStart(6)}  ${b.ceiling.toFixed(1).padStart(7)}  ${((100 * b.oursGBs) / b.ceiling).toFixed(0).padStart(4)}% | ${((100 * b.llamaGBs) / b.ceiling).toFixed(0).padStart(3)}%  ${b.load.toFixed(2).padStart(6)}\n`);
 }
 process.stdout.write(`load average at the end ${loadavg().map((x) => x.toFixed(2)).join(' ')}\n`);

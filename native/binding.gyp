@@ -13,6 +13,7 @@
         "src/thread_pool.cc",
         "src/gemm.cc",
         "src/gemm_blocked.cc",
+        "src/gemm_avx512.cc",
         "src/ops.cc",
         "src/attention.cc",
         "src/moe.cc",

@@ -6,6 +6,7 @@
 // Both compute each y[m, n] as hsum8 of eight FMA lanes over ascending k (FP8: x scaled per scale row-block times
 // the raw codes, the sum times 2^56, see common.h), so results are bit-identical.
 #include "gemm.h"
+#include "gemm_avx512.h"
 #include "gemm_blocked.h"
 
 #include <algorithm>
@@ -21,6 +22,20 @@ namespace tsg {
 namespace {
 
 constexpr int64_t kDirectMaxM = 2;
+
+/**
+ * Largest M on the direct path: 2 with the AVX2 tiles (2 rows × 4 weight rows), kDirect512MaxM with the AVX-512 ones
+ * (4-row tiles × 8 weight rows: small M is cheaper decoding weights in registers than packing them); env
+ * TSG_DIRECT_MAXM overrides it for tuning experiments (results never depend on it: both paths give the same bits).
+ */
+int64_t directMaxM() {
+  static const int64_t m = [] {
+    const char* v = std::getenv("TSG_DIRECT_MAXM");
+    const int64_t n = v ? std::atoll(v) : 0;
+    return n > 0 ? n : gemmAvx512() ? kDirect512MaxM : kDirectMaxM;
+  }();
+  return m;
+}
 
 /** Mat-vec tasks per thread (env TSG_MV_TASKS for tuning experiments; results never depend on it). */
 const int64_t kMatVecTasksPerThread = [] {
@@ -239,7 +254,7 @@ void fp8ScaleX(const float* x, const WeightView& w, int64_t rowBlock, float* out
 }
 
 bool matmulRangeIsBlocked(int64_t M, const WeightView& w) {
-  return !(M <= kDirectMaxM && (w.fmt != WFormat::FP8 || fp8XScaled(w)));
+  return !(M <= directMaxM() && (w.fmt != WFormat::FP8 || fp8XScaled(w)));
 }
 
 void matmulRangePacked(const float* xp, int64_t M, const WeightView& w, int64_t n0, int64_t n1, float* y, int64_t ldy,
@@ -254,6 +269,10 @@ void matmulRange(const float* x, int64_t M, int64_t ldx, const WeightView& w, in
   if (n1 <= n0 || M <= 0) return;
   if (matmulRangeIsBlocked(M, w)) {
     blockedMatmulRange(x, M, ldx, w, n0, n1, y, ldy, scratch);
+    return;
+  }
+  if (gemmAvx512()) {
+    directRange512(x, M, ldx, w, n0, n1, y, ldy, scratch);
     return;
   }
   switch (w.fmt) {
@@ -299,7 +318,7 @@ void matmul(ThreadPool& pool, const float* x, int64_t M, int64_t ldx, const Weig
   const int threads = pool.threads();
   // tasks: nChunks × mChunks; split M only when there are too few weight chunks to keep the threads busy
   int64_t nChunk = rowsPerTask;
-  if (M <= kDirectMaxM) {
+  if (M <= directMaxM()) {
     // mat-vec: each thread streams a few long contiguous runs of rows (its prefetch runs ahead inside its own run);
     // several runs per thread keep the split dynamic when a core is shared with other work
     const int64_t runs = kMatVecTasksPerThread * threads;
@@ -317,7 +336,7 @@ void matmul(ThreadPool& pool, const float* x, int64_t M, int64_t ldx, const Weig
   const bool useBlas = false;
   (void)opt;
 #endif
-  if (!useBlas && M > kDirectMaxM) {
+  if (!useBlas && M > directMaxM()) {
     blockedMatmul(pool, x, M, ldx, w, y, ldy);  // large M: packed blocked GEMM (gemm_blocked.cc), same arithmetic
     return;
   }

@@ -5,6 +5,8 @@
 //   pages; by the caller for blockedMatmulRangePacked, e.g. once per expert; per tile in blockedMatmulRange), so a
 //   tile's k-block slice (kMR × kKC floats) is one contiguous L1-resident block.
 // - Register tile kMR × kNR = 4 × 3: 12 eight-lane accumulators, 7 loads per 12 FMAs.
+//   With AVX-512 (gemm_avx512.h) the panels hold kNR512 = 8 rows and the tile is 4 × 8: 16 sixteen-lane
+//   accumulators, each holding panel rows (j, j+1), 8 loads per 16 FMAs (panelRows() picks the layout at run time).
 // - FP8 (x-scaled, common.h): the panels hold the raw codes fp8·2^-120, a chunk never spans two scale row-blocks, and
 //   the x tiles are scaled for the chunk's row block (x'' = x·scale·2^64) by the first panel's tile as it runs
 //   (tilePacked<MR, true>), which stores x'' in L1 for the other panels (no separate scaling pass); y = hsum8 · 2^56.
@@ -18,6 +20,7 @@
 // exactly as the direct path's masked tail does.
 #include "gemm_blocked.h"
 #include "gemm.h"
+#include "gemm_avx512.h"
 #include "huge_pages.h"
 
 #include <algorithm>
@@ -41,6 +44,12 @@ int64_t blockingParam(const char* name, int64_t dflt, int64_t multiple) {
 
 constexpr int kMR = 4;  // activation rows per register tile
 constexpr int kNR = 3;  // weight rows per register tile (kMR·kNR = 12 accumulators + kNR + 1 operand registers)
+
+/** Weight rows per packed panel: kNR for the AVX2 tiles, kNR512 for the AVX-512 ones (gemm_avx512.h). */
+int panelRows() {
+  static const int nr = gemmAvx512() ? kNR512 : kNR;
+  return nr;
+}
 
 // k per block: the kMR × kKC x slice (16 KB) stays in L1. Measured on Zen 3, M=512 N=K=2048 f32: 1024 is 4-6 points of
 // peak above 512 (half the tile calls and accumulator reloads), 2048 is below it (the slice crowds out the weight stream)
@@ -176,41 +185,42 @@ void expandScales(const WeightView& w, int64_t rb, float* sK) {
 void packChunk(const WeightView& w, int64_t c0, int64_t c1, float* wp, float* row) {
   const int64_t K = w.k, k8 = roundUp8(K), steps = k8 / 8, full = K / 8;
   const int rem = static_cast<int>(K - full * 8);
-  const int64_t panels = (c1 - c0 + kNR - 1) / kNR;
+  const int NR = panelRows();
+  const int64_t panels = (c1 - c0 + NR - 1) / NR;
   const bool raw = fp8XScaled(w);
   for (int64_t p = 0; p < panels; p++) {
-    float* dst = wp + p * k8 * kNR;
-    for (int j = 0; j < kNR; j++) {
-      const int64_t n = c0 + p * kNR + j;
+    float* dst = wp + p * k8 * NR;
+    for (int j = 0; j < NR; j++) {
+      const int64_t n = c0 + p * NR + j;
       float* d = dst + j * 8;
       if (n >= c1) {
-        for (int64_t s = 0; s < steps; s++) _mm256_storeu_ps(d + s * kNR * 8, _mm256_setzero_ps());
+        for (int64_t s = 0; s < steps; s++) _mm256_storeu_ps(d + s * NR * 8, _mm256_setzero_ps());
         continue;
       }
       if (raw) {
         const uint8_t* src = static_cast<const uint8_t*>(w.data) + n * K;
-        for (int64_t s = 0; s < full; s++) _mm256_storeu_ps(d + s * kNR * 8, fp8RawX8(src + s * 8));
+        for (int64_t s = 0; s < full; s++) _mm256_storeu_ps(d + s * NR * 8, fp8RawX8(src + s * 8));
         if (rem) {
           alignas(16) uint8_t t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
           for (int i = 0; i < rem; i++) t[i] = src[full * 8 + i];
-          _mm256_storeu_ps(d + full * kNR * 8, fp8RawX8(t));
+          _mm256_storeu_ps(d + full * NR * 8, fp8RawX8(t));
         }
         continue;
       }
       int64_t s0 = 0;  // steps packed straight from the stored weights
       if (w.fmt == WFormat::BF16) {
         const uint16_t* src = static_cast<const uint16_t*>(w.data) + n * K;
-        for (; s0 < full; s0++) _mm256_storeu_ps(d + s0 * kNR * 8, bf16X8(src + s0 * 8));
+        for (; s0 < full; s0++) _mm256_storeu_ps(d + s0 * NR * 8, bf16X8(src + s0 * 8));
       } else if (w.fmt == WFormat::F32) {
         const float* src = static_cast<const float*>(w.data) + n * K;
-        for (; s0 < full; s0++) _mm256_storeu_ps(d + s0 * kNR * 8, _mm256_loadu_ps(src + s0 * 8));
+        for (; s0 < full; s0++) _mm256_storeu_ps(d + s0 * NR * 8, _mm256_loadu_ps(src + s0 * 8));
       }
       if (s0 == full && !rem) continue;
       // the rest (all of it for F16 and FP8 without finite scale·2^64, else the k tail) through decodeRow
       const int64_t k0 = s0 * 8;
       decodeRow(w, n, k0, K - k0, row);
-      for (int64_t s = s0; s < full; s++) _mm256_storeu_ps(d + s * kNR * 8, _mm256_loadu_ps(row + (s - s0) * 8));
-      if (rem) _mm256_storeu_ps(d + full * kNR * 8, _mm256_maskload_ps(row + (full - s0) * 8, tailMask(rem)));
+      for (int64_t s = s0; s < full; s++) _mm256_storeu_ps(d + s * NR * 8, _mm256_loadu_ps(row + (s - s0) * 8));
+      if (rem) _mm256_storeu_ps(d + full * NR * 8, _mm256_maskload_ps(row + (full - s0) * 8, tailMask(rem)));
     }
   }
 }
@@ -227,9 +237,9 @@ struct Scratch {
   float *wp, *row, *xTile, *acc, *xSlice, *sK;
 };
 
-/** chunkRows(K) rounded up to whole panels of kNR rows (a chunk's packed panels and accumulators). */
+/** chunkRows(K) rounded up to whole panels (a chunk's packed panels and accumulators). */
 int64_t paddedChunkRows(int64_t K) {
-  return (chunkRows(K) + kNR - 1) / kNR * kNR;
+  return (chunkRows(K) + panelRows() - 1) / panelRows() * panelRows();
 }
 
 /**
@@ -264,9 +274,11 @@ void chunkTimesTiles(const WeightView& w, int64_t c0, int64_t c1, const float* x
                      const Scratch& sc, int64_t M, int64_t t0, int64_t t1, float* y, int64_t ldy) {
   const int64_t K = w.k, k8 = roundUp8(K);
   const int64_t numKBlocks = std::max<int64_t>(1, (k8 + kKC - 1) / kKC);
-  const int64_t panels = (c1 - c0 + kNR - 1) / kNR;
+  const int NR = panelRows();
+  const int64_t panels = (c1 - c0 + NR - 1) / NR;
   const bool fp8 = fp8XScaled(w);
   const float outScale = fp8 ? kFp8Out : 1.0f;
+  const bool wide = gemmAvx512();
   for (int64_t t = t0; t < t1; t++) {
     const int64_t m = t * kMR;
     const int mr = static_cast<int>(std::min<int64_t>(kMR, M - m));
@@ -284,15 +296,16 @@ void chunkTimesTiles(const WeightView& w, int64_t c0, int64_t c1, const float* x
       const float* slice = xt + kb * kMR;
       int64_t p = 0;
       if (fp8) {
-        kScalingTiles[mr - 1](slice, sc.wp + kb * kNR, (ke - kb) / 8, sc.acc, first, last, y + m * ldy, ldy,
-                              static_cast<int>(std::min<int64_t>(kNR, c1 - c0)), outScale, sc.sK + kb, sc.xSlice);
+        (wide ? packedTile512(mr, true) : kScalingTiles[mr - 1])(slice, sc.wp + kb * NR, (ke - kb) / 8, sc.acc, first, last,
+            y + m * ldy, ldy, static_cast<int>(std::min<int64_t>(NR, c1 - c0)), outScale, sc.sK + kb, sc.xSlice);
         slice = sc.xSlice;
         p = 1;
       }
+      const TileFn tileFn = wide ? packedTile512(mr, false) : kTiles[mr - 1];
       for (; p < panels; p++) {
-        const int nr = static_cast<int>(std::min<int64_t>(kNR, c1 - c0 - p * kNR));
-        kTiles[mr - 1](slice, sc.wp + p * k8 * kNR + kb * kNR, (ke - kb) / 8, sc.acc + p * kMR * kNR * 8, first, last,
-                       y + m * ldy + p * kNR, ldy, nr, outScale, nullptr, nullptr);
+        const int nr = static_cast<int>(std::min<int64_t>(NR, c1 - c0 - p * NR));
+        tileFn(slice, sc.wp + p * k8 * NR + kb * NR, (ke - kb) / 8, sc.acc + p * kMR * NR * 8, first, last,
+               y + m * ldy + p * NR, ldy, nr, outScale, nullptr, nullptr);
       }
     }
   }
@@ -373,7 +386,7 @@ void blockedMatmul(ThreadPool& pool, const float* x, int64_t M, int64_t ldx, con
     const int64_t len = std::min(segment, N - s0);
     int64_t n = (len + chunkRows(K) - 1) / chunkRows(K);
     if (!fp8) n = (n + threads - 1) / threads * threads;
-    const int64_t size = std::min(paddedChunkRows(K), ((len + n - 1) / n + kNR - 1) / kNR * kNR);
+    const int64_t size = std::min(paddedChunkRows(K), ((len + n - 1) / n + panelRows() - 1) / panelRows() * panelRows());
     for (int64_t c = s0 + size; c < s0 + len; c += size) bounds.push_back(c);
     bounds.push_back(s0 + len);
   }
