@@ -25,7 +25,7 @@ constexpr int64_t kDirectMaxM = 2;
 
 /**
  * Largest M on the direct path: 2 with the AVX2 tiles (2 rows × 4 weight rows), kDirect512MaxM with the AVX-512 ones
- * (4-row tiles × 8 weight rows: small M is cheaper decoding weights in registers than packing them); env
+ * (tiles of up to 6 x rows × 8 weight rows: small M is cheaper decoding weights in registers than packing them); env
  * TSG_DIRECT_MAXM overrides it for tuning experiments (results never depend on it: both paths give the same bits).
  */
 int64_t directMaxM() {

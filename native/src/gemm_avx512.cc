@@ -33,7 +33,7 @@ bool gemmAvx512() {
 namespace {
 
 /** Rows of x per direct tile and weight-row pairs per direct tile (8 weight rows). */
-constexpr int kDirectMR = 4;
+constexpr int kDirectMR = 6;
 constexpr int kDirectNP = 4;
 
 inline void prefetchLine(const void* p) {
@@ -158,7 +158,7 @@ TSG_AVX512 void tile512(const float* x, int64_t ldx, const typename P::T* const*
 
 /**
  * y[m, n - n0] for m < M, n in [n0, n1): for each block of 8 weight rows (n outer, so the block stays in L1 for all
- * of x's tiles), x tiles of up to 4 rows (M = 5..8: two tiles).
+ * of x's tiles), balanced x tiles of up to kDirectMR rows (M = 8: 4 + 4; 32: 5 · 4 + 6 · 2).
  */
 template <class P>
 TSG_AVX512 void direct512(const float* x, int64_t M, int64_t ldx, const typename P::T* w, int64_t K, int64_t n0,
@@ -176,12 +176,16 @@ TSG_AVX512 void direct512(const float* x, int64_t M, int64_t ldx, const typename
     const typename P::T* rows[kRows];
     for (int j = 0; j < kRows; j++) rows[j] = w + (n + std::min(j, nrows - 1)) * K;
     float* yo = y + (n - n0);
-    for (int64_t m = 0; m < M; m += kDirectMR) {
-      const int mr = static_cast<int>(std::min<int64_t>(kDirectMR, M - m));
+    const int64_t tiles = (M + kDirectMR - 1) / kDirectMR;
+    for (int64_t t = 0, m = 0; t < tiles; t++) {
+      const int mr = static_cast<int>((M - m) / (tiles - t));  // balanced tiles: M = 8 → 4 + 4, 32 → 5·4 + 6·2
       const int64_t pf = m == 0 ? ahead : -1;
       const float* xo = x + m * ldx;
       float* ym = yo + m * ldy;
+      m += mr;
       switch (mr) {
+        case 6: tile512<6, P>(xo, ldx, rows, nrows, K, ym, ldy, scaleOut, pf); break;
+        case 5: tile512<5, P>(xo, ldx, rows, nrows, K, ym, ldy, scaleOut, pf); break;
         case 4: tile512<4, P>(xo, ldx, rows, nrows, K, ym, ldy, scaleOut, pf); break;
         case 3: tile512<3, P>(xo, ldx, rows, nrows, K, ym, ldy, scaleOut, pf); break;
         case 2: tile512<2, P>(xo, ldx, rows, nrows, K, ym, ldy, scaleOut, pf); break;

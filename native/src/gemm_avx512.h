@@ -25,7 +25,7 @@ constexpr int kNR512 = 8;
 
 /**
  * The direct path of matmulRange with AVX-512 (gemm.h contract): y[m, n - n0] for m < M, n in [n0, n1), weights
- * decoded in registers, tiles of up to 4 rows of x × 8 weight rows. w: F32, BF16, F16 or x-scaled FP8 (fp8XScaled).
+ * decoded in registers, tiles of up to 6 rows of x × 8 weight rows. w: F32, BF16, F16 or x-scaled FP8 (fp8XScaled).
  * @param scratch gemmScratchFloats(K) floats (FP8: x'' per scale row-block when M·K fit, else a buffer of this thread)
  */
 void directRange512(const float* x, int64_t M, int64_t ldx, const WeightView& w, int64_t n0, int64_t n1, float* y,
