@@ -188,6 +188,19 @@ double expProbs(const float* s, int64_t n, double lse, float* P) {
   return total;
 }
 
+void expProbsAt(const float* s, const int32_t* ids, int64_t n, double lse, float* P) {
+  int64_t j = 0;
+  const __m256d l = _mm256_set1_pd(lse);
+  alignas(32) double e[4];
+  for (; j + 4 <= n; j += 4) {
+    const __m128 sv = _mm_setr_ps(s[ids[j]], s[ids[j + 1]], s[ids[j + 2]], s[ids[j + 3]]);
+    const __m256d x = _mm256_cvtps_pd(_mm256_cvtpd_ps(_mm256_sub_pd(_mm256_cvtps_pd(sv), l)));
+    exp4Exact(x, e);
+    for (int q = 0; q < 4; q++) P[ids[j + q]] = static_cast<float>(e[q]);
+  }
+  for (; j < n; j++) P[ids[j]] = static_cast<float>(fdlibmExp(static_cast<double>(static_cast<float>(static_cast<double>(s[ids[j]]) - lse))));
+}
+
 int64_t argmaxF32(const float* s, int64_t n) {
   if (n <= 0 || s[0] != s[0]) return 0;
   // Eight lanes track their own (max, first index); lanes start below every number so index 0 competes too.

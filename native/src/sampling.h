@@ -23,6 +23,13 @@ double expShiftSum(const float* s, int64_t n, double shift, double* E);
 double expProbs(const float* s, int64_t n, double lse, float* P);
 
 /**
+ * P[ids[j]] = f32(exp(f32(double(s[ids[j]]) − lse))) for j < n: expProbs at gathered indices (the same values, four
+ * exps per instruction).
+ * @param s [V] f32 @param ids [n] i32 @param P [V] f32 out (only the listed entries written)
+ */
+void expProbsAt(const float* s, const int32_t* ids, int64_t n, double lse, float* P);
+
+/**
  * Index of the largest s[i] (the first one among equals), as the JavaScript loop `best = 0; for i ≥ 1: if (s[i] >
  * s[best]) best = i`: NaN entries are never chosen, except that s[0] = NaN yields 0; n ≤ 0 yields 0.
  * @param s [n] f32
