@@ -1,4 +1,4 @@
-// The AVX-512 linear-layer kernels (native/src/gemm_avx512.cc) against the AVX2 ones: test/helpers/isa_digests.ts
+// The AVX-512 linear-layer kernels (native/src/gemm_avx512.cc) and fused sampler passes against the AVX2 ones: test/helpers/isa_digests.ts
 // digests every kernel's outputs on fixed inputs; run with TSGLANG_NO_AVX512=1 (AVX2 kernels) and without (AVX-512
 // where the CPU has it), at 1 and 2 threads, every digest must be equal — the two instruction sets give the same bits
 // (batch invariance across machines, design README decision 9). Skipped without the addon or without AVX-512.
@@ -20,7 +20,7 @@ function digests(env: Record<string, string>): Record<string, string> {
   return JSON.parse(r.stdout.trim()) as Record<string, string>;
 }
 
-test('matmul / groupedMatmul / fusedMoe: AVX-512 kernels == AVX2 kernels bit for bit, 1 and 2 threads', { skip }, () => {
+test('matmul / groupedMatmul / fusedMoe / fused sampler: AVX-512 kernels == AVX2 kernels bit for bit, 1 and 2 threads', { skip }, () => {
   const avx2 = digests({ TSGLANG_NO_AVX512: '1', ISA_THREADS: '1' });
   assert.ok(Object.keys(avx2).length > 400, 'every case digested');
   for (const [what, env] of [['AVX-512, 1 thread', { TSGLANG_NO_AVX512: '0', ISA_THREADS: '1' }], ['AVX-512, 2 threads', { TSGLANG_NO_AVX512: '0', ISA_THREADS: '2' }], ['AVX2, 2 threads', { TSGLANG_NO_AVX512: '1', ISA_THREADS: '2' }]] as const) {
