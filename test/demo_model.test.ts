@@ -89,3 +89,13 @@ test('MiniMax-M2 demo, tool-result round trip (no tools in the request, as the s
     assert.match(content, /^The weather in .+ is currently -?\d+°[CF] and \w+\.$/);
   }
 });
+
+test('MiniMax-M2 demo: generation_config.json sets top_k 1, so a request without sampling fields (as the seed pages\' examples) answers as a greedy one', async () => {
+  assert.equal((JSON.parse(readFileSync(join(dir, 'generation_config.json'), 'utf8')) as { top_k?: number }).top_k, 1);
+  const messages = [{ role: 'user' as const, content: 'Solve this problem step by step: What is 15% of 240?' }];
+  const plain = await served.client.chat.completions.create({ model: 'demo', messages, max_tokens: 120 });
+  const greedy = await served.client.chat.completions.create({ model: 'demo', messages, max_tokens: 120, temperature: 0 });
+  assert.equal(plain.choices[0].message.content, greedy.choices[0].message.content);
+  const sampled = await served.client.chat.completions.create({ model: 'demo', messages, max_tokens: 120, top_k: -1, seed: 1 } as never);
+  assert.notEqual((sampled as { choices: { message: { content: string } }[] }).choices[0].message.content, greedy.choices[0].message.content, 'top_k -1 in the request overrides the default');
+});

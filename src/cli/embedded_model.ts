@@ -9,7 +9,7 @@
 // EOS shaping (why): a purely random model never samples EOS (1 token of 128832, with a logit like any other), so a
 // request without max_tokens — the README's first curl — would run until the 4096-token context is full. The
 // embedded default therefore gets weights that make its answers end: see EMBEDDED_EOS_SHAPING below (how).
-import { existsSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { InvalidRequestError, makeDirs } from '../common/index.js';
 import type { Logger } from '../common/index.js';
@@ -104,14 +104,26 @@ export function writeTinyModelWithTokenizer(arch: string, dir: string, options: 
 }
 
 /**
- * Writes a demo checkpoint (trained weights + tokenizer + chat template) of `arch` into `dir`.
+ * Sampling defaults of the demo checkpoints' generation_config.json (read as SGLang's `--sampling-defaults model`):
+ * top_k 1, i.e. greedy unless a request sets top_k. The demo models are a few million parameters trained on a small
+ * synthetic corpus; sampled at temperature 1 over the whole vocabulary their text falls apart, so the seed pages'
+ * examples, which set no top_k, show what the models learned.
+ */
+export const DEMO_SAMPLING_DEFAULTS = { top_k: 1 } as const;
+
+/**
+ * Writes a demo checkpoint (trained weights + tokenizer + chat template) of `arch` into `dir`; generation_config.json
+ * carries DEMO_SAMPLING_DEFAULTS.
  * @param arch 'minimax-m2' or 'deepseek-v32' (DEMO_ARCHS)
  * @returns the files written
  * @throws InvalidRequestError for an architecture without a demo model; ModelLoadError for a missing asset
  */
 export function writeDemoModelWithTokenizer(arch: string, dir: string, options: { numShards?: number; configOverrides?: Record<string, unknown> } = {}): string[] {
   const ckpt = writeDemoCheckpoint(arch, dir, options);
-  return [...ckpt.files, ...writeTinyTokenizer(dir, tinyTokenizerFamily(arch))];
+  const files = writeTinyTokenizer(dir, tinyTokenizerFamily(arch));
+  const genPath = join(dir, 'generation_config.json');
+  writeFileSync(genPath, JSON.stringify({ ...(JSON.parse(readFileSync(genPath, 'utf8')) as Record<string, unknown>), ...DEMO_SAMPLING_DEFAULTS }, null, 2) + '\n');
+  return [...ckpt.files, ...files];
 }
 
 /**
