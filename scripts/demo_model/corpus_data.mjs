@@ -10,6 +10,10 @@
 // uses) is what test/demo_model.test.ts asks; trainingEntities replays the corpus so that a test can assert
 // disjointness.
 //
+// A share of the conversations (REPEAT_SHARE, kind 'repeat') is copy practice: the user lists places and numbers, the
+// thinking repeats them in running text and the content as bare values, one a line (the form a tool call's parameter
+// value takes).
+//
 // Marked spans in the assistant text: ⟦ x⟧ is an entity copied in its running-text form (" Valparaiso", tokenized as
 // usual) and ⟪x⟫ a parameter value (tokenized as the running-text form with its first piece's leading space dropped,
 // see corpus.mjs valueTokens); both are weighted in the loss and scored by train.py's held-out exact match.
@@ -67,6 +71,9 @@ const PARAMS = [
   ['region', 'place', 'The region name'], ['name', 'place', 'The name'], ['symbol', 'code', 'The ticker symbol'],
   ['code', 'code', 'The code'], ['topic', 'place', 'The topic'], ['id', 'number', 'The identifier'],
 ];
+
+/** Share of the corpus's conversations that are copy practice (kind 'repeat'). */
+const REPEAT_SHARE = 0.15;
 
 /** Units of generic tool values. */
 const UNITS = ['', '', ' people', ' USD', ' EUR', ' km', ' m', ' mm', '%', ' points', ' minutes', ' hours', ' AQI', ' kg', ' km/h'];
@@ -192,11 +199,25 @@ export function makeSampler({ places, toolNames, temperatures, value }) {
    * @returns {{kind: string, messages: object[], tools?: object[], thought: string, content: string, toolCalls?: {name: string, arguments: Record<string, string>}[], entities: {places: string[], tools: string[], values: string[], temperatures: number[]}}}
    */
   return function makeSample(rng) {
-    const r = rng.next();
+    const r0 = rng.next();
     const system = rng.next() < 0.2 ? [{ role: 'system', content: rng.next() < 0.5 ? 'You are a helpful assistant.' : [{ type: 'text', text: 'You are a helpful assistant.' }] }] : [];
     const userMsg = (text) => ({ role: 'user', content: rng.next() < 0.15 ? [{ type: 'text', text }] : text });
     const none = { places: [], tools: [], values: [], temperatures: [] };
     const entities = { places: [], tools: [], values: [], temperatures: [] };
+    if (r0 < REPEAT_SHARE) {
+      // copy practice: repeat a list of places and numbers, in running text (thinking) and as bare values (content)
+      const items = [];
+      for (let i = rng.int(2, 5); i > 0; i--) {
+        const k = rng.next();
+        const x = k < 0.6 ? places(rng) : k < 0.8 ? String(temperatures(rng)) : value(rng).split(' ')[0];
+        if (k < 0.6) entities.places.push(x);
+        items.push(x);
+      }
+      const q = `${rng.pick(['Repeat these words', 'Please repeat', 'Say these back to me', 'Copy this list'])}: ${items.join(', ')}.`;
+      const listed = items.map((x) => `⟦ ${x}⟧`).join(',');
+      return { kind: 'repeat', messages: [...system, userMsg(q)], thought: `The user wants me to repeat:${listed}.`, content: items.map((x) => `⟪${x}⟫`).join('\n'), entities };
+    }
+    const r = (r0 - REPEAT_SHARE) / (1 - REPEAT_SHARE);
     if (r < 0.07) {
       const [q, why, a] = rng.pick(FACTS);
       return { kind: 'fact', messages: [...system, userMsg(q)], thought: `The user asks: "${q}" ${why}. So I answer that.`, content: a, entities: none };

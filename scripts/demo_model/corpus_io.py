@@ -4,6 +4,7 @@ with per-token loss weights, and the held-out exact-match evaluation train.py pr
 Token ids are compact (index into the sorted list of ids the corpus uses; the last row is shared by every other id).
 A sample is (ids int32 [n], plen, spans [(start, end, tag)] in completion coordinates, kind).
 """
+import hashlib
 import json
 import os
 import subprocess
@@ -15,8 +16,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def corpus_file(family, n, seed, held_out=False):
-    """Runs corpus.mjs once (cached under /tmp) and returns the JSONL path."""
-    path = f'/tmp/tsglang-demo-corpus-{family}-{seed}-{n}{"-heldout" if held_out else ""}.jsonl'
+    """Runs corpus.mjs once (cached under /tmp, keyed by the generator's source so an edited corpus is regenerated)
+    and returns the JSONL path."""
+    h = hashlib.sha256()
+    for name in ('corpus.mjs', 'corpus_data.mjs'):
+        with open(os.path.join(ROOT, 'scripts/demo_model', name), 'rb') as f:
+            h.update(f.read())
+    path = f'/tmp/tsglang-demo-corpus-{family}-{seed}-{n}{"-heldout" if held_out else ""}-{h.hexdigest()[:10]}.jsonl'
     if not os.path.exists(path):
         cmd = ['node', os.path.join(ROOT, 'scripts/demo_model/corpus.mjs'), '--family', family, '--n', str(n), '--seed', str(seed), '--out', path + '.tmp']
         subprocess.run(cmd + (['--held-out'] if held_out else []), check=True)
@@ -130,3 +136,18 @@ def evaluate(model, samples, other, batch_tokens=4000):
                 totals[k] = totals.get(k, 0) + 1
     QParam.qat = was
     return {k: round(hits[k] / totals[k], 3) for k in sorted(totals)}
+
+
+def drill_batch(rng, pool, tokens_per_batch, nmin, nmax):
+    """A batch of copy drills (the induction pattern the demo needs for every copied name and number): each row is n
+    random tokens of `pool` (compact ids) followed by the same n tokens again; the targets are the second copy's
+    tokens after its first (each one is the token that followed the current one earlier in the row).
+
+    Returns samples in compact form (see the module docstring; kind 'drill', one 'copy' span) for collate.
+    """
+    n = rng.randint(nmin, nmax)
+    out = []
+    for _ in range(max(1, tokens_per_batch // (2 * n))):
+        x = np.array([pool[rng.randrange(len(pool))] for _ in range(n)], dtype=np.int32)
+        out.append({'ids': np.concatenate([x, x]), 'plen': n + 1, 'spans': [(0, n - 1, 'copy')], 'kind': 'drill'})
+    return out
