@@ -1,6 +1,7 @@
 // Which KV transfer backend a PD server uses (--disaggregation-transfer-backend). SGLang's names for libraries tsglang
-// cannot load stop start-up with a message naming what is available; without the flag tcp is used (SGLang's default,
-// mooncake, is not available here), named in the start-up log.
+// cannot load stop start-up with a message naming what is available; without the flag the best backend available on
+// this machine is used (SGLang's default, mooncake, is not available here): ucx when its addon loads, else tcp, named
+// in the start-up log.
 import { UnsupportedFeatureError } from '../common/index.js';
 import { loadUcxAddon } from './ucx_addon.js';
 
@@ -21,12 +22,11 @@ const UNAVAILABLE: Record<string, string> = {
 };
 
 /**
- * Backends that run on this machine, the default first: tcp, then ucx when its addon loads. [choice] ucx is not the
- * default yet: on this shared 2-core machine UCX-over-TCP puts of large payloads timed out under heavy load, while
- * the tcp backend always completed; ucx over shared memory was the fastest (README, bench:kv-transfer).
+ * Backends that run on this machine, the default first: ucx when its addon loads (one-sided puts; shared memory on one
+ * host, TCP or RDMA across hosts), then tcp (the payload over the control connection).
  */
 export function availableTransferBackends(): TransferBackendChoice[] {
-  return loadUcxAddon().addon ? ['tcp', 'ucx'] : ['tcp'];
+  return loadUcxAddon().addon ? ['ucx', 'tcp'] : ['tcp'];
 }
 
 /**

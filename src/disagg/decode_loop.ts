@@ -73,10 +73,11 @@ export class DecodeLoop {
 
   /**
    * @param ucx the UCX addon for the `ucx` backend (null: `tcp`)
+   * @param ucxSettings settings of the UCX worker (the pinned network device)
    * @throws Error from UCX when its worker or staging region cannot be set up
    */
-  constructor(private readonly scheduler: Scheduler, private readonly env: DisaggEnv, private readonly kick: () => void, private readonly logger: Logger, ucx: UcxAddon | null = null) {
-    this.kvm = new TcpDecodeKVManager(() => this.kick(), ucx);
+  constructor(private readonly scheduler: Scheduler, private readonly env: DisaggEnv, private readonly kick: () => void, private readonly logger: Logger, ucx: UcxAddon | null = null, ucxSettings: Record<string, string> = {}) {
+    this.kvm = new TcpDecodeKVManager(() => this.kick(), ucx, undefined, ucxSettings);
     this.layout = layoutFingerprint(scheduler.runner.kvPool);
     scheduler.prebuilt = { onAdmit: (req) => this.onAdmit(req) };
   }

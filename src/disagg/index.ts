@@ -6,4 +6,4 @@ export { TcpPrefillKVManager, TcpDecodeKVManager, type AuxData, type Destination
 export { PrefillLoop, type PrefillStats } from './prefill_loop.js';
 export { DecodeLoop, type DecodeStats } from './decode_loop.js';
 export { TRANSFER_BACKENDS, availableTransferBackends, resolveTransferBackend, type TransferBackendChoice } from './backends.js';
-export { loadUcxAddon, RangeAllocator, type UcxAddon } from './ucx_addon.js';
+export { loadUcxAddon, RangeAllocator, ucxWorkerSettings, type UcxAddon } from './ucx_addon.js';

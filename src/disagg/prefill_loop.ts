@@ -61,10 +61,10 @@ export class PrefillLoop {
    * Starts the bootstrap server on host:bootstrapPort and the transfer endpoint, and registers this rank.
    * @throws Error when the bootstrap port is taken
    */
-  static async start(o: { scheduler: Scheduler; host: string; bootstrapPort: number; advertiseHost: string; pageSize: number; kvCacheDtype: string; env: DisaggEnv; kick: () => void; logger: Logger; ucx?: UcxAddon | null }): Promise<PrefillLoop> {
+  static async start(o: { scheduler: Scheduler; host: string; bootstrapPort: number; advertiseHost: string; pageSize: number; kvCacheDtype: string; env: DisaggEnv; kick: () => void; logger: Logger; ucx?: UcxAddon | null; ucxSettings?: Record<string, string> }): Promise<PrefillLoop> {
     const bootstrap = new BootstrapServer();
     const port = await bootstrap.listen(o.host, o.bootstrapPort);
-    const kvm = new TcpPrefillKVManager(layoutFingerprint(o.scheduler.runner.kvPool), o.kick, o.ucx ?? null);
+    const kvm = new TcpPrefillKVManager(layoutFingerprint(o.scheduler.runner.kvPool), o.kick, o.ucx ?? null, o.ucxSettings ?? {});
     const rankPort = await kvm.listen(o.host);
     bootstrap.register({
       attn_tp_size: 1, attn_tp_rank: 0, attn_cp_size: 1, attn_cp_rank: 0, attn_dp_size: 1, attn_dp_rank: 0, pp_size: 1, pp_rank: 0,

@@ -10,7 +10,7 @@
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { KVPoll, type KVPollState } from './kv_poll.js';
-import { RangeAllocator, ucxStagingBytes, type UcxAddon, type UcxWorker } from './ucx_addon.js';
+import { RangeAllocator, ucxStagingBytes, ucxWorkerSettings, type UcxAddon, type UcxWorker } from './ucx_addon.js';
 
 /** What the prefill side sends with the KV (SGLang's aux buffer: first token, its logprob, the room check). */
 export interface AuxData {
@@ -169,8 +169,9 @@ export class TcpPrefillKVManager {
    * @param layout this pool's layout fingerprint (a decode pool of another layout is refused)
    * @param onEvent called when a destination arrives or a transfer ends (wakes the engine loop)
    * @param ucx the UCX addon (backend `ucx`), or null (`tcp`)
+   * @param ucxSettings settings of this side's UCX worker (ucxWorkerSettings: the pinned network device)
    */
-  constructor(private readonly layout: string, private readonly onEvent: () => void = () => undefined, private readonly ucx: UcxAddon | null = null) {
+  constructor(private readonly layout: string, private readonly onEvent: () => void = () => undefined, private readonly ucx: UcxAddon | null = null, private readonly ucxSettings: Record<string, string> = {}) {
     this.backend = ucx ? 'ucx' : 'tcp';
   }
 
@@ -183,7 +184,7 @@ export class TcpPrefillKVManager {
         if (h.type === 'hello') {
           if (!this.ucx) return; // a tcp prefill side: the decode side gets TCP payloads
           try {
-            this.worker ??= this.ucx.ucxCreateWorker();
+            this.worker ??= this.ucx.ucxCreateWorker(this.ucxSettings);
             const ep = this.ucx.ucxConnect(this.worker, Buffer.from(h.ucx.address, 'base64'));
             this.peers.set(socket, { addon: this.ucx, worker: this.worker, ep, rkey: Buffer.from(h.ucx.rkey, 'base64'), base: BigInt(h.ucx.base) });
           } catch {
@@ -279,21 +280,23 @@ export class TcpDecodeKVManager {
   bytesReceived = 0;
   /** Payloads that arrived by UCX put. */
   ucxTransfers = 0;
-  private readonly staging: { hello: Header; view: Uint8Array; ranges: RangeAllocator } | null = null;
+  /** The UCX worker and its staging region (held here: a collected worker stops progressing), or null (tcp). */
+  private readonly staging: { addon: UcxAddon; worker: UcxWorker; hello: Header; view: Uint8Array; ranges: RangeAllocator } | null = null;
 
   /**
    * @param onData called when a room's rows and aux arrived (the receiver is then Success), or with null on a failure
    * @param ucx the UCX addon (backend `ucx`: a staging region is mapped and progressed on its own thread), or null
+   * @param ucxSettings settings of the UCX worker (ucxWorkerSettings: the pinned network device)
    * @throws Error from UCX when the worker or the region cannot be set up
    */
-  constructor(private readonly onData: (r: TcpKVReceiver | null) => void, ucx: UcxAddon | null = null, stagingBytes = ucxStagingBytes()) {
+  constructor(private readonly onData: (r: TcpKVReceiver | null) => void, ucx: UcxAddon | null = null, stagingBytes = ucxStagingBytes(), ucxSettings: Record<string, string> = {}) {
     this.backend = ucx ? 'ucx' : 'tcp';
     if (ucx) {
-      const worker = ucx.ucxCreateWorker();
+      const worker = ucx.ucxCreateWorker(ucxSettings);
       const region = ucx.ucxMapRegion(worker, stagingBytes);
       ucx.ucxStartProgress(worker);
       const hello: Header = { type: 'hello', ucx: { address: ucx.ucxWorkerAddress(worker).toString('base64'), rkey: region.rkey.toString('base64'), base: region.address.toString() } };
-      this.staging = { hello, view: new Uint8Array(region.buffer), ranges: new RangeAllocator(stagingBytes) };
+      this.staging = { addon: ucx, worker, hello, view: new Uint8Array(region.buffer), ranges: new RangeAllocator(stagingBytes) };
     }
   }
 
@@ -373,5 +376,6 @@ export class TcpDecodeKVManager {
   close(): void {
     for (const s of this.conns.values()) s.destroy();
     this.conns.clear();
+    if (this.staging) this.staging.addon.ucxStopProgress(this.staging.worker);
   }
 }

@@ -3,18 +3,25 @@
 // side's staging region: one UCX-mapped (UCP_MEM_MAP_ALLOCATE) block that prefill ranks put KV payloads into,
 // handed out per room first-fit.
 import { existsSync } from 'node:fs';
+import { networkInterfaces } from 'node:os';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
 /** A UCX worker (opaque). */
 export type UcxWorker = { readonly __ucxWorker: unique symbol };
 
-/** dist_ucx.node's functions (native/ucx/src/ucx_addon.cc). */
+/**
+ * dist_ucx.node's functions (native/ucx/src/ucx_addon.cc). A worker handle must stay referenced while it is used:
+ * when it is garbage-collected its progress thread stops (a TCP receiver that stops progressing makes the sender's
+ * puts time out).
+ */
 export interface UcxAddon {
-  ucxCreateWorker(): UcxWorker;
+  /** @param settings UCX settings for this worker, without the UCX_ prefix (e.g. { NET_DEVICES: 'lo' }) */
+  ucxCreateWorker(settings?: Record<string, string>): UcxWorker;
   ucxWorkerAddress(w: UcxWorker): Buffer;
   ucxMapRegion(w: UcxWorker, bytes: number): { buffer: ArrayBuffer; address: bigint; rkey: Buffer };
   ucxStartProgress(w: UcxWorker): void;
+  ucxStopProgress(w: UcxWorker): void;
   ucxConnect(w: UcxWorker, address: Buffer): number;
   /** Puts `src` at `remote` and flushes the endpoint (remote completion); rejects after `timeoutMs` (default 30 s). */
   ucxPut(w: UcxWorker, ep: number, rkey: Buffer, remote: bigint, src: Uint8Array, timeoutMs?: number): Promise<void>;
@@ -40,6 +47,19 @@ export function loadUcxAddon(): { addon: UcxAddon | null; reason: string | null 
   } catch (err) {
     return (cached = { addon: null, reason: `the UCX addon failed to load (${(err as Error).message.split('\n')[0]}; is ${UCX_PACKAGE} installed?)` });
   }
+}
+
+/**
+ * UCX settings for a worker serving on `host` (distributed.md §4.4: pin the network device, else the worker address
+ * advertises every interface and TCP may pick another one): NET_DEVICES = the interface holding `host` (lo for
+ * 127.0.0.1), unless UCX_NET_DEVICES is set in the environment or the host is a wildcard / not a local address.
+ */
+export function ucxWorkerSettings(host: string, env: NodeJS.ProcessEnv = process.env): Record<string, string> {
+  if (env['UCX_NET_DEVICES'] || host === '' || host === '0.0.0.0' || host === '::') return {};
+  for (const [name, addrs] of Object.entries(networkInterfaces())) {
+    if (addrs?.some((a) => a.address === host)) return { NET_DEVICES: name };
+  }
+  return {};
 }
 
 /** Bytes of the decode side's UCX staging region ($TSGLANG_UCX_STAGING_MB, default 256 MiB). */

@@ -2,7 +2,7 @@
 // (disagg/) around the core's scheduler and gives the core the few calls it makes into it, so engine_core.ts stays
 // one loop. Outside PD the core has no CoreDisagg.
 import { Logger, UnsupportedFeatureError } from '../common/index.js';
-import { DecodeLoop, loadUcxAddon, PrefillLoop, readDisaggEnv, resolveTransferBackend } from '../disagg/index.js';
+import { DecodeLoop, loadUcxAddon, PrefillLoop, readDisaggEnv, resolveTransferBackend, ucxWorkerSettings } from '../disagg/index.js';
 import type { ReqTokenOutput, Scheduler, TokenizedReq } from '../scheduler/index.js';
 import type { DisaggregationLoad, DisaggregationOptions } from './types.js';
 
@@ -28,14 +28,15 @@ export class CoreDisagg {
   async start(): Promise<void> {
     const env = readDisaggEnv();
     const ucx = this.backend === 'ucx' ? loadUcxAddon().addon : null;
+    const ucxSettings = ucxWorkerSettings(this.opts.host);
     if (this.opts.mode === 'prefill') {
       const advertise = this.opts.host === '0.0.0.0' || this.opts.host === '::' ? '' : this.opts.host;
       this.prefill = await PrefillLoop.start({
         scheduler: this.scheduler, host: this.opts.host, bootstrapPort: this.opts.bootstrapPort, advertiseHost: advertise,
-        pageSize: this.scheduler.cfg.pageSize, kvCacheDtype: this.kvCacheDtype, env, kick: this.kick, logger: this.logger, ucx,
+        pageSize: this.scheduler.cfg.pageSize, kvCacheDtype: this.kvCacheDtype, env, kick: this.kick, logger: this.logger, ucx, ucxSettings,
       });
     } else {
-      this.decode = new DecodeLoop(this.scheduler, env, this.kick, this.logger, ucx);
+      this.decode = new DecodeLoop(this.scheduler, env, this.kick, this.logger, ucx, ucxSettings);
     }
   }
 

@@ -6,16 +6,24 @@
 // keeps progressing its worker on its own thread while data streams (TCP puts are not one-sided). The sending
 // (prefill) side creates an endpoint to that address, unpacks the rkey, puts the payload and flushes the endpoint
 // (remote completion) on a libuv worker thread, so the engine loop never blocks. Error-handling mode NONE (the shared
-// memory transports refuse PEER). UCX_TLS / UCX_NET_DEVICES are read by UCX itself from the environment. A put that
-// does not complete within its timeout (a peer that stopped progressing) fails instead of holding the thread.
+// memory transports refuse PEER). UCX_TLS / UCX_NET_DEVICES are read by UCX itself from the environment; the caller may
+// override UCX settings per worker (ucp_config_modify: e.g. NET_DEVICES pinned to the server's interface). Features
+// RMA + AM: with AM UCX picks the TCP transport's own put_zcopy for puts (without it, puts over TCP are emulated by
+// active messages answered one by one). The receiver's progress thread spins while traffic flows and sleeps on the
+// worker's event fd (UCP_FEATURE_WAKEUP) when idle. A put that does not complete within its timeout (a peer that
+// stopped progressing) fails instead of holding the thread. The worker handle must stay referenced from JS while it
+// is in use: when it is garbage-collected its progress thread stops (a receiver that stops progressing makes the
+// sender's TCP puts time out).
 //
-//   ucxCreateWorker() → handle                     ucxWorkerAddress(h) → Buffer
+//   ucxCreateWorker(settings?: {NAME: value}) → handle    ucxWorkerAddress(h) → Buffer
 //   ucxMapRegion(h, bytes) → { buffer: ArrayBuffer (the mapped memory), address: BigInt, rkey: Buffer }
-//   ucxStartProgress(h)  (receiver: progress thread)   ucxConnect(h, addressBuf) → endpoint id
+//   ucxStartProgress(h) / ucxStopProgress(h)  (receiver: progress thread)   ucxConnect(h, addressBuf) → endpoint id
 //   ucxPut(h, ep, rkeyBuf, remoteAddr: BigInt, src: TypedArray|Buffer, timeoutMs) → Promise<undefined> (put + flush)
 //   ucxInfo() → { version }     (all throw Error with UCX's status string)
 #include <node_api.h>
 #include <ucp/api/ucp.h>
+
+#include <poll.h>
 
 #include <cstdlib>
 #include <atomic>
@@ -71,16 +79,52 @@ Worker* getWorker(napi_env env, napi_value v) {
   return static_cast<Worker*>(p);
 }
 
-napi_value CreateWorker(napi_env env, napi_callback_info) {
+/** Reads a JS string value into `out`. */
+bool getString(napi_env env, napi_value v, std::string& out) {
+  size_t len = 0;
+  if (napi_get_value_string_utf8(env, v, nullptr, 0, &len) != napi_ok) return false;
+  out.resize(len + 1);
+  if (napi_get_value_string_utf8(env, v, &out[0], len + 1, &len) != napi_ok) return false;
+  out.resize(len);
+  return true;
+}
+
+napi_value CreateWorker(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  NAPI_OK(napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr));
   auto w = std::make_unique<Worker>();
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) return throwErr(env, std::string("ucp_config_read: ") + ucs_status_string(st));
+  napi_valuetype t = napi_undefined;
+  if (argc >= 1) napi_typeof(env, argv[0], &t);
+  if (t == napi_object) {
+    // per-worker settings without the UCX_ prefix (e.g. NET_DEVICES); the environment's own UCX_* stay in force otherwise
+    napi_value names;
+    uint32_t n = 0;
+    NAPI_OK(napi_get_property_names(env, argv[0], &names));
+    NAPI_OK(napi_get_array_length(env, names, &n));
+    for (uint32_t i = 0; i < n; i++) {
+      napi_value k, v;
+      std::string ks, vs;
+      NAPI_OK(napi_get_element(env, names, i, &k));
+      NAPI_OK(napi_get_property(env, argv[0], k, &v));
+      if (!getString(env, k, ks) || !getString(env, v, vs)) {
+        ucp_config_release(config);
+        return throwErr(env, "ucxCreateWorker: settings must be strings");
+      }
+      st = ucp_config_modify(config, ks.c_str(), vs.c_str());
+      if (st != UCS_OK) {
+        ucp_config_release(config);
+        return throwErr(env, "ucp_config_modify " + ks + "=" + vs + ": " + ucs_status_string(st));
+      }
+    }
+  }
   ucp_params_t params;
   std::memset(&params, 0, sizeof(params));
-  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
-  params.features = UCP_FEATURE_RMA;
-  params.mt_workers_shared = 1;
+  params.field_mask = UCP_PARAM_FIELD_FEATURES;
+  params.features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
   st = ucp_init(&params, config, &w->ctx);
   ucp_config_release(config);
   if (st != UCS_OK) return throwErr(env, std::string("ucp_init: ") + ucs_status_string(st));
@@ -163,8 +207,15 @@ napi_value StartProgress(napi_env env, napi_callback_info info) {
   Worker* w = getWorker(env, argv[0]);
   if (!w) return throwErr(env, "ucxStartProgress: not a worker");
   if (w->progress.joinable()) return nullptr;
-  w->progress = std::thread([w] {
-    // progress while anything moves; back off to short sleeps when idle (the receiver must keep answering)
+  int efd = -1;
+  {
+    std::lock_guard<std::mutex> g(w->mu);
+    if (ucp_worker_get_efd(w->worker, &efd) != UCS_OK) efd = -1;
+  }
+  w->stop = false;
+  w->progress = std::thread([w, efd] {
+    // progress while anything moves (TCP puts need the receiver to copy from the socket); when idle for a while,
+    // sleep on the worker's event fd (armed: any incoming traffic wakes it) or, without one, in short naps
     int idle = 0;
     while (!w->stop.load(std::memory_order_relaxed)) {
       unsigned n;
@@ -172,10 +223,36 @@ napi_value StartProgress(napi_env env, napi_callback_info info) {
         std::lock_guard<std::mutex> g(w->mu);
         n = ucp_worker_progress(w->worker);
       }
-      if (n > 0) idle = 0;
-      else if (++idle > 1000) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      if (n > 0) {
+        idle = 0;
+        continue;
+      }
+      if (++idle < 2000) continue;
+      ucs_status_t armed = UCS_ERR_UNSUPPORTED;
+      if (efd >= 0) {
+        std::lock_guard<std::mutex> g(w->mu);
+        armed = ucp_worker_arm(w->worker);
+      }
+      if (armed == UCS_OK) {
+        pollfd p{efd, POLLIN, 0};
+        poll(&p, 1, 50);  // woken by traffic; 50 ms caps how long a stop request waits
+      } else if (armed != UCS_ERR_BUSY) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      idle = 0;
     }
   });
+  return nullptr;
+}
+
+napi_value StopProgress(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  NAPI_OK(napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr));
+  Worker* w = getWorker(env, argv[0]);
+  if (!w) return throwErr(env, "ucxStopProgress: not a worker");
+  w->stop = true;
+  if (w->progress.joinable()) w->progress.join();
   return nullptr;
 }
 
@@ -344,6 +421,7 @@ napi_value Init(napi_env env, napi_value exports) {
       {"ucxWorkerAddress", nullptr, WorkerAddress, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"ucxMapRegion", nullptr, MapRegion, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"ucxStartProgress", nullptr, StartProgress, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"ucxStopProgress", nullptr, StopProgress, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"ucxConnect", nullptr, Connect, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"ucxPut", nullptr, Put, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"ucxInfo", nullptr, Info, nullptr, nullptr, nullptr, napi_default, nullptr},
