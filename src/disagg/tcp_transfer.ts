@@ -376,6 +376,7 @@ export class TcpDecodeKVManager {
   close(): void {
     for (const s of this.conns.values()) s.destroy();
     this.conns.clear();
-    if (this.staging) this.staging.addon.ucxStopProgress(this.staging.worker);
+    // (an addon built before ucxStopProgress existed lacks it: its thread then ends with the process)
+    if (this.staging) this.staging.addon.ucxStopProgress?.(this.staging.worker);
   }
 }

@@ -21,7 +21,7 @@ export interface UcxAddon {
   ucxWorkerAddress(w: UcxWorker): Buffer;
   ucxMapRegion(w: UcxWorker, bytes: number): { buffer: ArrayBuffer; address: bigint; rkey: Buffer };
   ucxStartProgress(w: UcxWorker): void;
-  ucxStopProgress(w: UcxWorker): void;
+  ucxStopProgress?(w: UcxWorker): void;
   ucxConnect(w: UcxWorker, address: Buffer): number;
   /** Puts `src` at `remote` and flushes the endpoint (remote completion); rejects after `timeoutMs` (default 30 s). */
   ucxPut(w: UcxWorker, ep: number, rkey: Buffer, remote: bigint, src: Uint8Array, timeoutMs?: number): Promise<void>;
