@@ -188,7 +188,7 @@ export const SERVER_FLAGS: readonly FlagSpec[] = [
   { name: 'pp-max-micro-batch-size', key: 'ppMaxMicroBatchSize', type: 'int', default: null, help: 'requests per pipeline micro-batch (default max(max_running_requests // pp_size, 1))' },
   { name: 'pp-async-batch-depth', key: 'ppAsyncBatchDepth', type: 'int', default: 0, help: 'extra in-flight micro-batches with --pp-size > 1' },
   { name: 'enable-dp-attention', key: 'enableDpAttention', type: 'bool', default: false, help: 'data-parallel attention (switched off when dp = 1)' },
-  { name: 'load-balance-method', key: 'loadBalanceMethod', type: 'str', default: 'auto', choices: ['auto', 'round_robin', 'shortest_queue', 'minimum_tokens'], help: 'how the DP controller spreads requests over DP ranks' },
+  { name: 'load-balance-method', key: 'loadBalanceMethod', type: 'str', default: 'auto', choices: ['auto', 'round_robin', 'shortest_queue', 'minimum_tokens', 'follow_bootstrap_room'], help: 'how the DP controller spreads requests over DP ranks (auto: follow_bootstrap_room on a PD prefill server, else round_robin)' },
   { name: 'nnodes', key: 'nnodes', type: 'int', default: 1, help: 'number of nodes' },
   { name: 'node-rank', key: 'nodeRank', type: 'int', default: 0, help: 'rank of this node' },
   { name: 'dist-init-addr', aliases: ['nccl-init-addr'], key: 'distInitAddr', type: 'str', default: null, metavar: 'HOST:PORT', help: 'multi-node rendezvous address' },

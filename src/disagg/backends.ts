@@ -8,17 +8,16 @@ import { loadUcxAddon } from './ucx_addon.js';
 /** Every name the flag accepts: SGLang's, plus tsglang's `tcp` and `ucx`. */
 export const TRANSFER_BACKENDS = ['mooncake', 'nixl', 'ascend', 'mori', 'mooncake_tcp', 'fake', 'tcp', 'ucx'] as const;
 
-/** A backend tsglang runs. */
-export type TransferBackendChoice = 'ucx' | 'tcp';
+/** A backend tsglang runs (`fake`: SGLang's no-transfer backend, for warm-up and tests; never the default). */
+export type TransferBackendChoice = 'ucx' | 'tcp' | 'fake';
 
 /** Why each backend that does not run here is unavailable. */
 const UNAVAILABLE: Record<string, string> = {
-  mooncake: 'the Mooncake transfer engine (a Python/CUDA library) is not available to tsglang',
-  mooncake_tcp: 'the Mooncake transfer engine (a Python/CUDA library) is not available to tsglang',
-  nixl: 'NVIDIA NIXL (a CUDA library) is not available to tsglang',
-  ascend: 'the Ascend transfer engine needs Ascend NPUs',
-  mori: 'MORI needs AMD GPUs',
-  fake: 'the fake backend (no transfer) is not built in this version of tsglang',
+  mooncake: 'tsglang cannot load the Mooncake transfer engine (a Python/CUDA library)',
+  mooncake_tcp: 'tsglang cannot load the Mooncake transfer engine (a Python/CUDA library)',
+  nixl: 'tsglang cannot load NVIDIA NIXL (a CUDA library)',
+  ascend: 'tsglang cannot load the Ascend transfer engine (it needs Ascend NPUs)',
+  mori: 'tsglang cannot load MORI (it needs AMD GPUs)',
 };
 
 /**
@@ -26,7 +25,7 @@ const UNAVAILABLE: Record<string, string> = {
  * host, TCP or RDMA across hosts), then tcp (the payload over the control connection).
  */
 export function availableTransferBackends(): TransferBackendChoice[] {
-  return loadUcxAddon().addon ? ['ucx', 'tcp'] : ['tcp'];
+  return loadUcxAddon().addon ? ['ucx', 'tcp', 'fake'] : ['tcp', 'fake'];
 }
 
 /**

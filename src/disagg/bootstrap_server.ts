@@ -23,6 +23,8 @@ export interface RankRegistration {
   readonly load_balance_method: string;
   /** tsglang: the transfer backend this rank speaks (decode checks it matches its own). */
   readonly transfer_backend?: string;
+  /** tsglang: the KV is MLA (replicated on every attn_tp rank: SGLang's decode side reads it from one rank). */
+  readonly is_mla?: boolean;
 }
 
 const REQUIRED: readonly (keyof RankRegistration)[] = ['attn_tp_size', 'attn_tp_rank', 'attn_dp_size', 'attn_dp_rank', 'pp_size', 'pp_rank', 'rank_ip', 'rank_port'];
@@ -47,8 +49,11 @@ export class BootstrapServer {
 
   /** Records a rank (what PUT /route does; the prefill engine calls it directly for its own ranks). */
   register(r: RankRegistration): void {
-    this.expected ??= { dp: r.attn_dp_size, cp: r.attn_cp_size ?? 1, tp: r.attn_tp_size, pp: r.pp_size };
-    this.ranks.set(`${r.attn_dp_rank}/${r.attn_cp_rank ?? 0}/${r.attn_tp_rank}/${r.pp_rank}`, r);
+    // a DP rank is an attention-DP group (--enable-dp-attention) or a DP replica (system DP): prefill_dp_rank counts both
+    const sys = r.system_dp_size ?? 1;
+    this.expected ??= { dp: r.attn_dp_size * sys, cp: r.attn_cp_size ?? 1, tp: r.attn_tp_size, pp: r.pp_size };
+    const dp = (r.system_dp_rank ?? 0) * r.attn_dp_size + r.attn_dp_rank;
+    this.ranks.set(`${dp}/${r.attn_cp_rank ?? 0}/${r.attn_tp_rank}/${r.pp_rank}`, r);
   }
 
   private get complete(): boolean {
@@ -77,7 +82,7 @@ export class BootstrapServer {
       if (dp === -1 && cp === -1 && tp === -1 && pp === -1) {
         const any = [...this.ranks.values()][0];
         const e = this.expected!;
-        return [200, { attn_tp_size: e.tp, attn_cp_size: e.cp, dp_size: e.dp, pp_size: e.pp, page_size: any.page_size, kv_cache_dtype: any.kv_cache_dtype, follow_bootstrap_room: any.load_balance_method === 'follow_bootstrap_room', transfer_backend: any.transfer_backend ?? null }];
+        return [200, { attn_tp_size: e.tp, attn_cp_size: e.cp, dp_size: e.dp, pp_size: e.pp, page_size: any.page_size, kv_cache_dtype: any.kv_cache_dtype, follow_bootstrap_room: any.load_balance_method === 'follow_bootstrap_room', transfer_backend: any.transfer_backend ?? null, is_mla: any.is_mla ?? null }];
       }
       const r = this.ranks.get(`${dp}/${cp}/${tp}/${pp}`);
       if (!r) return [404, `Bootstrap info not found for prefill_dp_rank ${dp}, prefill_cp_rank ${cp}, target_tp_rank ${tp}, target_pp_rank ${pp}.`];
@@ -146,4 +151,31 @@ export class BootstrapServer {
     s.closeAllConnections();
     return new Promise((r) => s.close(() => r()));
   }
+}
+
+/**
+ * Registers one prefill rank with the bootstrap server (SGLang CommonKVManager.register_to_bootstrap: PUT /route,
+ * retried 5 times with exponential backoff from 1 s, at most 30 s, jittered).
+ * @param url the bootstrap server, e.g. http://127.0.0.1:8998
+ * @throws Error after the last attempt failed
+ */
+export async function registerToBootstrap(url: string, reg: RankRegistration): Promise<void> {
+  let last = '';
+  for (let attempt = 0; attempt < 5; attempt++) {
+    try {
+      const r = await fetch(`${url}/route`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify(reg), signal: AbortSignal.timeout(5000) });
+      if (r.ok) return;
+      last = `status ${r.status}: ${await r.text()}`;
+    } catch (e) {
+      last = (e as Error).message;
+    }
+    if (attempt < 4) await new Promise((res) => setTimeout(res, Math.min(1000 * 2 ** attempt, 30_000) * (0.75 + 0.25 * Math.random())));
+  }
+  throw new Error(`Prefill instance failed to register to bootstrap server ${url} after 5 retries: ${last}`);
+}
+
+/** Registers a prefill room's DP rank (SGLang CommonKVSender._register_prefill_dp_rank); failures are only logged by the caller. */
+export async function registerDpRank(url: string, room: number, dpRank: number): Promise<void> {
+  const r = await fetch(`${url}/register_dp_rank`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ bootstrap_room: room, dp_rank: dpRank }), signal: AbortSignal.timeout(5000) });
+  if (!r.ok) throw new Error(`Failed to register prefill dp_rank: ${r.status}, ${await r.text()}`);
 }

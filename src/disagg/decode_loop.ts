@@ -1,25 +1,36 @@
-// The decode-only loop around the scheduler (SGLang disaggregation/decode.py; serving-spec.md §5.4, decode side):
-// every new request enters the prealloc queue (its prefill server's transfer endpoint is looked up through the
-// bootstrap server, retried 15 × 1 s), gets a request slot and KV locs for its whole prompt when memory allows
-// (keeping num_reserved_decode_tokens per running request free), sends that destination, and waits in the transfer
-// queue; when the rows and the aux data arrive they are written into the pool, the room is checked, the first token
-// appended, and the request joins the running batch without a forward (Scheduler.installPrebuilt).
+// The decode-only loop around the scheduler (SGLang disaggregation/decode.py; serving-spec.md §5.4, decode side).
+// Prealloc queue: a new request's prefill server is looked up through its bootstrap server (prefill_directory.ts:
+// topology, rank mapping, the prefill DP rank of its room, the transfer endpoint); when KV memory allows (the prompt
+// plus num_reserved_decode_tokens for every running request) it gets a request slot and KV locs for its whole prompt,
+// and its destination goes to the prefill side. Transfer queue: each chunk that arrives is written into the pool (every
+// attn_tp rank's heads, kv_io.ts); when the aux data is there the room is checked, the first token appended (through
+// the grammar, for a constrained request: compiled here meanwhile) and the request joins the running batch without a
+// forward (Scheduler.installPrebuilt). Failures answer 500 with SGLang's messages and free the request's KV;
+// SGLANG_DISAGGREGATION_WAITING_TIMEOUT bounds the wait for the KV; a prefill server that misses its heartbeats fails
+// its requests.
 import { Logger } from '../common/index.js';
 import type { BootstrapInfo, Req, Scheduler } from '../scheduler/index.js';
-import { layoutFingerprint, payloadBytesPerToken, scatterKv } from './kv_pages.js';
+import { FakeDecodeKVManager } from './fake_transfer.js';
+import type { GroupKv } from './kv_io.js';
 import { KVPoll, type DisaggEnv } from './kv_poll.js';
-import { TcpDecodeKVManager, type TcpKVReceiver } from './tcp_transfer.js';
+import { DecodeKVManager, type DecodeKVManagerLike, type KVReceiverLike } from './kv_receiver.js';
+import { PrefillDirectory, type PrefillInfo } from './prefill_directory.js';
+import { kvTransferError } from './transfer_frames.js';
 import type { UcxAddon } from './ucx_addon.js';
 import { PollTimer } from './poll_timer.js';
 
 interface Entry {
   readonly req: Req;
   readonly bootstrap: BootstrapInfo;
+  /** The bootstrap server's host:port. */
+  readonly addr: string;
   readonly createdMs: number;
-  receiver: TcpKVReceiver | null;
-  /** host:port of the prefill rank's transfer endpoint, once known. */
-  addr: string | null;
+  receiver: KVReceiverLike | null;
+  /** The prefill group's transfer endpoint (host:port). */
+  endpoint: string | null;
   sentMs: number;
+  /** Some chunk came by UCX put. */
+  viaUcx: boolean;
 }
 
 /** Counters of the decode role (metrics and tests). */
@@ -30,56 +41,61 @@ export interface DecodeStats {
   failedTransfers: number;
   bytesReceived: number;
   tokensReceived: number;
-  /** Payloads that came by UCX put (the rest over TCP). */
+  /** Chunks written into the pool (a chunked prefill sends one per finished chunk). */
+  chunksReceived: number;
+  /** Transfers whose chunks came by UCX put (the rest over TCP). */
   ucxTransfers: number;
 }
 
-/** Looks up a prefill server's rank-0 transfer endpoint (GET /route). @throws Error after the retries */
-async function resolveEndpoint(host: string, port: number, retries: number): Promise<string> {
-  const base = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
-  let last = '';
-  for (let i = 0; i < retries; i++) {
-    try {
-      const topo = await fetch(`${base}/route?prefill_dp_rank=-1&prefill_cp_rank=-1&target_tp_rank=-1&target_pp_rank=-1`, { signal: AbortSignal.timeout(5000) });
-      if (topo.ok) {
-        await topo.arrayBuffer(); // (ucx and tcp sides interoperate: a side without UCX gets TCP payloads)
-        const r = await fetch(`${base}/route?prefill_dp_rank=0&prefill_cp_rank=0&target_tp_rank=0&target_pp_rank=0`, { signal: AbortSignal.timeout(5000) });
-        if (r.ok) {
-          const info = (await r.json()) as { rank_ip: string; rank_port: number };
-          // a prefill server bound to every interface advertises no address: use the one the router gave
-          const ip = info.rank_ip === '' || info.rank_ip === '0.0.0.0' || info.rank_ip === '::' ? host : info.rank_ip;
-          return `${ip}:${info.rank_port}`;
-        }
-        last = `GET /route answered ${r.status}`;
-      } else last = `GET /route answered ${topo.status}`;
-    } catch (e) {
-      last = (e as Error).message;
-    }
-    if (i + 1 < retries) await new Promise((r) => setTimeout(r, 1000));
-  }
-  throw new Error(`could not fetch the prefill topology from the bootstrap server ${base} after ${retries} attempts: ${last}`);
+/** Options of the decode role. */
+export interface DecodeLoopOptions {
+  readonly scheduler: Scheduler;
+  readonly kv: GroupKv;
+  readonly env: DisaggEnv;
+  readonly kick: () => void;
+  readonly logger: Logger;
+  readonly backend: 'tcp' | 'ucx' | 'fake';
+  readonly ucx?: UcxAddon | null;
+  readonly ucxSettings?: Record<string, string>;
+  readonly pageSize: number;
+  readonly kvCacheDtype: string;
 }
 
-/** PD decode role: the prealloc and transfer queues. */
+/** PD decode role of one group: the prealloc and transfer queues. */
 export class DecodeLoop {
   private readonly entries = new Map<string, Entry>();
-  private readonly endpoints = new Map<string, Promise<string>>();
-  private readonly resolved = new Map<string, string>();
-  private readonly kvm: TcpDecodeKVManager;
-  readonly stats: DecodeStats = { numPreallocQueueReqs: 0, numTransferQueueReqs: 0, transfers: 0, failedTransfers: 0, bytesReceived: 0, tokensReceived: 0, ucxTransfers: 0 };
-  private readonly layout: string;
+  private readonly kvm: DecodeKVManagerLike;
+  private readonly dir: PrefillDirectory;
+  readonly stats: DecodeStats = { numPreallocQueueReqs: 0, numTransferQueueReqs: 0, transfers: 0, failedTransfers: 0, bytesReceived: 0, tokensReceived: 0, chunksReceived: 0, ucxTransfers: 0 };
   /** Timeouts and memory that frees up are noticed by polling (transfer events kick the loop themselves). */
   private readonly pollTimer = new PollTimer(20, () => this.entries.size > 0, () => this.kick());
+  private readonly pendingBootstrap = new Map<string, BootstrapInfo>();
+  private readonly scheduler: Scheduler;
+  private readonly kv: GroupKv;
+  private readonly env: DisaggEnv;
+  private readonly kick: () => void;
+  private readonly logger: Logger;
 
-  /**
-   * @param ucx the UCX addon for the `ucx` backend (null: `tcp`)
-   * @param ucxSettings settings of the UCX worker (the pinned network device)
-   * @throws Error from UCX when its worker or staging region cannot be set up
-   */
-  constructor(private readonly scheduler: Scheduler, private readonly env: DisaggEnv, private readonly kick: () => void, private readonly logger: Logger, ucx: UcxAddon | null = null, ucxSettings: Record<string, string> = {}) {
-    this.kvm = new TcpDecodeKVManager(() => this.kick(), ucx, undefined, ucxSettings);
-    this.layout = layoutFingerprint(scheduler.runner.kvPool);
-    scheduler.prebuilt = { onAdmit: (req) => this.onAdmit(req) };
+  /** @throws Error from UCX when its worker or staging region cannot be set up */
+  constructor(o: DecodeLoopOptions) {
+    this.scheduler = o.scheduler;
+    this.kv = o.kv;
+    this.env = o.env;
+    this.kick = o.kick;
+    this.logger = o.logger;
+    this.kvm = o.backend === 'fake' ? new FakeDecodeKVManager() : new DecodeKVManager(() => this.kick(), o.ucx ?? null, undefined, o.ucxSettings ?? {});
+    const check = (info: PrefillInfo): string | null => {
+      if (info.pageSize !== null && info.pageSize !== o.pageSize) return `Page size mismatch: prefill server has page_size=${info.pageSize}, but decode server has page_size=${o.pageSize}. Both servers must use the same --page-size value.`;
+      if (info.kvCacheDtype !== null && info.kvCacheDtype !== o.kvCacheDtype) return `KV cache dtype mismatch: prefill server has kv_cache_dtype=${info.kvCacheDtype}, but decode server has kv_cache_dtype=${o.kvCacheDtype}. Both servers must use the same --kv-cache-dtype value.`;
+      return null;
+    };
+    this.dir = new PrefillDirectory(o.kv.layout.spec.ranks, o.env, o.logger, check, (addr, eps) => this.onLost(addr, eps), () => this.kick());
+    this.scheduler.prebuilt = { onAdmit: (req) => this.onAdmit(req) };
+  }
+
+  /** Called before Scheduler.addRequest with the request's bootstrap fields. */
+  expect(rid: string, b: BootstrapInfo | undefined): void {
+    if (b) this.pendingBootstrap.set(rid, b);
   }
 
   /** The scheduler accepted a request (it is live, in no queue): it waits for its KV here. */
@@ -90,133 +106,173 @@ export class DecodeLoop {
       this.scheduler.failPrebuilt(req, { type: 'abort', message: 'A decode server (--disaggregation-mode decode) takes requests through the router only: bootstrap_host, bootstrap_port and bootstrap_room are required.', statusCode: 400 });
       return;
     }
-    if (req.grammar) {
-      this.scheduler.failPrebuilt(req, { type: 'abort', message: 'Structured outputs (json_schema, regex, ebnf, structural_tag, response_format) through PD disaggregation are not supported by tsglang yet; send them to a regular server.', statusCode: 400 });
+    // a constrained request's grammar compiles while its KV travels (SGLang's decode grammar queue)
+    if (req.grammar && this.scheduler.grammar) this.scheduler.grammar.open(req.rid, req.grammar, req.requireReasoning);
+    const e: Entry = { req, bootstrap: b, addr: `${b.host}:${b.port ?? ''}`, createdMs: Date.now(), receiver: null, endpoint: null, sentMs: 0, viaUcx: false };
+    this.entries.set(req.rid, e);
+    if (b.port === null && this.kvm.backend !== 'fake') {
+      this.fail(e, 'the request has no bootstrap port (the router was given `none`)');
       return;
     }
-    this.entries.set(req.rid, { req, bootstrap: b, createdMs: Date.now(), receiver: null, addr: null, sentMs: 0 });
-    if (b.port === null) {
-      this.fail(this.entries.get(req.rid)!, 'the request has no bootstrap port (the router was given `none`)');
-      return;
-    }
-    this.lookup(b.host, b.port);
     this.pollTimer.ensure();
   }
 
-  /** Starts looking up a prefill server's transfer endpoint, unless known or under way. */
-  private lookup(host: string, port: number): void {
-    const key = `${host}:${port}`;
-    if (this.endpoints.has(key)) return;
-    const p = resolveEndpoint(host, port, this.env.bootstrapRetries);
-    this.endpoints.set(key, p);
-    p.then((a) => this.resolved.set(key, a), (err: Error) => {
-      this.endpoints.delete(key); // a later request tries again
-      // the lookup failed: every request waiting on that prefill server fails (SGLang)
-      for (const e of [...this.entries.values()]) if (!e.receiver && `${e.bootstrap.host}:${e.bootstrap.port}` === key) this.fail(e, err.message);
-    }).finally(() => this.kick());
-  }
-
-  private readonly pendingBootstrap = new Map<string, BootstrapInfo>();
-
-  /** Called before Scheduler.addRequest with the request's bootstrap fields. */
-  expect(rid: string, b: BootstrapInfo | undefined): void {
-    if (b) this.pendingBootstrap.set(rid, b);
-  }
-
-  /** Aborts a request still waiting for its KV. @returns true if it was one */
+  /** Aborts a request still waiting for its KV (client abort). @returns true if it was one */
   abort(rid: string): boolean {
     const e = this.entries.get(rid);
     if (!e) return false;
+    if (e.receiver) this.kvm.abort(e.receiver, 'Aborted by AbortReq.');
     this.finish(e, { type: 'abort', message: 'Abort in waiting queue', statusCode: undefined });
     return true;
   }
 
-  /** Aborts every waiting request. */
-  abortAll(): void {
-    for (const rid of [...this.entries.keys()]) this.abort(rid);
+  /** Aborts every waiting request (shutdown, the engine's fatal error: their KV is freed). */
+  abortAll(reason?: { message: string; statusCode: number }): void {
+    for (const e of [...this.entries.values()]) {
+      if (e.receiver) this.kvm.abort(e.receiver, reason?.message ?? 'Aborted by AbortReq.');
+      this.finish(e, reason ? { type: 'abort', message: reason.message, statusCode: reason.statusCode } : { type: 'abort', message: 'Abort in waiting queue', statusCode: undefined });
+    }
   }
 
+  /** Ends a waiting request: its KV (allocated, not committed) is freed uncached, its grammar closed. */
   private finish(e: Entry, reason: { type: 'abort'; message: string; statusCode: number | undefined }): void {
     this.entries.delete(e.req.rid);
     this.kvm.release(e.bootstrap.room);
+    this.dir.forgetRoom(e.bootstrap.room);
+    if (e.req.grammar) this.scheduler.grammar?.close(e.req.rid);
     const r = reason.statusCode === undefined ? { type: 'abort' as const, message: reason.message } : { type: 'abort' as const, message: reason.message, statusCode: reason.statusCode };
     this.scheduler.failPrebuilt(e.req, r);
   }
 
   private fail(e: Entry, why: string): void {
     this.stats.failedTransfers++;
-    // a prefill server that went away may come back elsewhere: its endpoint is looked up again next time
-    const key = `${e.bootstrap.host}:${e.bootstrap.port}`;
-    if (e.addr !== null && this.resolved.get(key) === e.addr) {
-      this.resolved.delete(key);
-      this.endpoints.delete(key);
-    }
-    const msg = `Decode transfer failed for request rank=0 req.rid='${e.req.rid}' req.bootstrap_room=${e.bootstrap.room} with exception ${why}`;
+    const kind = e.receiver ? 'transfer' : 'handshake';
+    const msg = `Decode ${kind} failed for request rank=0 decode_req.req.rid='${e.req.rid}' decode_req.req.bootstrap_room=${e.bootstrap.room} with exception ${kvTransferError(e.bootstrap.room, why)}`;
     this.logger.error(msg);
     this.finish(e, { type: 'abort', message: msg, statusCode: 500 });
   }
 
-  /** Advances the prealloc and transfer queues (called by the engine loop). */
+  /** A prefill server missed its heartbeats: its requests fail (SGLang _handle_node_failure). */
+  private onLost(addr: string, endpoints: string[]): void {
+    const why = `Lost connection with prefill instance (bootstrap_addr: ${addr})`;
+    let n = 0;
+    for (const e of [...this.entries.values()]) {
+      if (e.addr !== addr) continue;
+      n++;
+      if (e.receiver) e.receiver.fail(why);
+      else this.fail(e, why);
+    }
+    for (const ep of endpoints) (this.kvm as Partial<DecodeKVManager>).dropEndpoint?.(ep, why);
+    this.logger.error(`${why}, ${n} requests affected`);
+  }
+
+  /** Advances the prealloc and transfer queues (called by the engine loop before each step). */
   poll(): void {
-    const mem = this.scheduler.mem;
     const now = Date.now();
     let prealloc = 0;
     let transfer = 0;
     for (const e of [...this.entries.values()]) {
+      if (!this.entries.has(e.req.rid)) continue;
       if (!e.receiver) {
-        const got = this.resolved.get(`${e.bootstrap.host}:${e.bootstrap.port}`);
-        if (got === undefined) {
-          this.lookup(e.bootstrap.host, e.bootstrap.port!);
-          prealloc++;
+        if (!this.prealloc(e)) {
+          if (this.entries.has(e.req.rid)) prealloc++;
           continue;
         }
-        e.addr = got;
-        // memory: the prompt plus num_reserved_decode_tokens for every running request and this one
-        const n = e.req.originInputIds.length;
-        const reserve = this.env.numReservedDecodeTokens * (this.scheduler.running.length + 1);
-        if (mem.availableWithEvictable() < n + Math.min(reserve, Math.max(0, mem.allocator.size - n)) || mem.reqToTokenPool.availableSize() === 0) { prealloc++; continue; }
-        mem.admit(e.req, mem.cache.matchPrefix([]));
-        if (!mem.allocTokens(e.req, n)) {
-          mem.releaseRetracted(e.req);
-          prealloc++;
-          continue;
-        }
-        e.receiver = this.kvm.createReceiver(got, e.bootstrap.room);
-        this.kvm.init(e.receiver, { room: e.bootstrap.room, numTokens: n, layout: this.layout, bytes: n * payloadBytesPerToken(this.scheduler.runner.kvPool) });
         e.sentMs = now;
       }
-      const st = e.receiver.poll();
-      if (st === KVPoll.Success) this.install(e);
-      else if (st === KVPoll.Failed) this.fail(e, e.receiver.error ?? 'unknown');
-      else if (now - e.sentMs > this.env.waitingTimeoutMs) this.fail(e, `no KV within ${this.env.waitingTimeoutMs / 1000} s (SGLANG_DISAGGREGATION_WAITING_TIMEOUT)`);
-      else transfer++;
+      const r = e.receiver!;
+      try {
+        for (const c of r.takeChunks()) {
+          const locs = this.scheduler.mem.reqToTokenPool.read(e.req.reqPoolIdx, c.start, c.start + c.count);
+          this.kv.write(locs, c.data);
+          this.stats.chunksReceived++;
+          this.stats.bytesReceived += c.data.length;
+          this.stats.tokensReceived += c.count;
+          if (c.viaUcx) e.viaUcx = true;
+        }
+      } catch (err) {
+        this.kvm.abort(r, (err as Error).message);
+        this.fail(e, (err as Error).message);
+        continue;
+      }
+      const st = r.poll();
+      if (st === KVPoll.Success) {
+        if (!this.install(e)) transfer++;
+      } else if (st === KVPoll.Failed) this.fail(e, r.error ?? 'unknown');
+      else if (now - e.sentMs > this.env.waitingTimeoutMs) {
+        const why = `Request ${e.bootstrap.room} timed out after ${((now - e.sentMs) / 1000).toFixed(1)}s in KVPoll.WaitingForInput`;
+        this.logger.warning('Some requests fail to receive KV Cache transfer done signal after bootstrapping. If a greater mean TTFT is acceptable, you can \'export SGLANG_DISAGGREGATION_WAITING_TIMEOUT=600\' (10 minutes) to relax the timeout condition. ');
+        this.kvm.abort(r, why);
+        this.fail(e, why);
+      } else transfer++;
     }
     this.stats.numPreallocQueueReqs = prealloc;
     this.stats.numTransferQueueReqs = transfer;
-    this.stats.bytesReceived = this.kvm.bytesReceived;
-    this.stats.ucxTransfers = this.kvm.ucxTransfers;
   }
 
-  private install(e: Entry): void {
+  /** Looks up the prefill side and allocates the request's KV; sends its destination. @returns true once sent */
+  private prealloc(e: Entry): boolean {
+    let endpoint = '';
+    let info: PrefillInfo | null = null;
+    if (this.kvm.backend !== 'fake') {
+      const onError = (why: string): void => {
+        // the lookup failed: every request waiting on that prefill server fails (SGLang)
+        this.dir.forget(e.addr);
+        for (const x of [...this.entries.values()]) if (!x.receiver && x.addr === e.addr) this.fail(x, why);
+      };
+      info = this.dir.info(e.addr, onError) ?? null;
+      if (!info) return false;
+      const dp = this.dir.dpRank(e.addr, info, e.bootstrap.room);
+      if (dp === undefined) return false;
+      const ep = this.dir.endpoint(e.addr, info, dp, onError);
+      if (ep === undefined) return false;
+      endpoint = ep;
+    }
+    // memory: the prompt plus num_reserved_decode_tokens for every running request and this one
+    const mem = this.scheduler.mem;
+    const n = e.req.originInputIds.length;
+    const reserve = this.env.numReservedDecodeTokens * (this.scheduler.running.length + 1);
+    if (mem.availableWithEvictable() < n + Math.min(reserve, Math.max(0, mem.allocator.size - n)) || mem.reqToTokenPool.availableSize() === 0) return false;
+    mem.admit(e.req, mem.cache.matchPrefix([]));
+    if (!mem.allocTokens(e.req, n)) {
+      mem.releaseRetracted(e.req);
+      return false;
+    }
+    e.endpoint = endpoint;
+    e.receiver = this.kvm.createReceiver(endpoint, e.bootstrap.room);
+    const layout = this.kv.layout;
+    this.kvm.init(e.receiver, { room: e.bootstrap.room, numTokens: n, layout: layout.fingerprint, bytesPerToken: layout.bytesPerToken, ...(info ? { decodeTp: this.dir.targets(info) } : {}) });
+    return true;
+  }
+
+  /** The KV and the aux data are in: the request joins the running batch. @returns false while its grammar compiles */
+  private install(e: Entry): boolean {
     const r = e.receiver!;
     const aux = r.aux!;
     const req = e.req;
     if (aux.room !== e.bootstrap.room) {
       this.fail(e, `Metadata corruption detected: room ${aux.room} != ${e.bootstrap.room}`);
-      return;
+      return true;
     }
-    const n = req.originInputIds.length;
-    const locs = this.scheduler.mem.reqToTokenPool.read(req.reqPoolIdx, 0, n);
-    try {
-      scatterKv(this.scheduler.runner.kvPool, locs, r.payload!);
-    } catch (err) {
-      this.fail(e, (err as Error).message);
-      return;
+    const g = req.grammar ? this.scheduler.grammar : null;
+    if (g) {
+      const phase = g.phase(req.rid);
+      if (phase === 'compiling') return false;
+      if (phase !== 'ready') {
+        this.entries.delete(req.rid);
+        this.kvm.release(e.bootstrap.room);
+        g.close(req.rid);
+        this.scheduler.failPrebuilt(req, { type: 'abort', message: `Failed to compile ${req.grammar!.kind} grammar: ${g.error(req.rid)?.message ?? 'unknown error'}`, statusCode: 400, errType: 'BadRequestError' });
+        return true;
+      }
     }
     this.entries.delete(req.rid);
     this.kvm.release(e.bootstrap.room);
+    this.dir.forgetRoom(e.bootstrap.room);
     this.stats.transfers++;
-    this.stats.tokensReceived += r.payload!.length / payloadBytesPerToken(this.scheduler.runner.kvPool);
+    if (e.viaUcx) this.stats.ucxTransfers++;
+    const n = req.originInputIds.length;
+    if (this.kvm.backend !== 'fake') this.kv.recordDigest(e.bootstrap.room, this.scheduler.mem.reqToTokenPool.read(req.reqPoolIdx, 0, n));
     req.kvCommittedLen = n;
     req.cachedTokens = aux.cachedTokens;
     if (aux.firstTokenId >= 0 && req.maxNewTokens > 0) {
@@ -225,8 +281,13 @@ export class DecodeLoop {
         req.outputTopLogprobs.push(aux.outputTopLogprobs ?? []);
       }
       req.appendToken(aux.firstTokenId);
+      // the first token advances the grammar as a sampled one would (it was sampled under the same grammar on the
+      // prefill side); a grammar that terminates with it finishes the request
+      if (g && g.accept(req.rid, aux.firstTokenId) && !req.finishReason) req.finishReason = { type: 'stop', matched: aux.firstTokenId };
     } else req.finishReason = { type: 'length', length: 0 };
+    if (req.isFinished && g) g.close(req.rid);
     this.scheduler.installPrebuilt(req);
+    return true;
   }
 
   /** True while requests wait for their KV. */
@@ -234,8 +295,14 @@ export class DecodeLoop {
     return this.entries.size > 0;
   }
 
+  /** The transfer backend in use. */
+  get backend(): string {
+    return this.kvm.backend;
+  }
+
   close(): void {
     this.pollTimer.stop();
+    this.dir.close();
     this.kvm.close();
   }
 }

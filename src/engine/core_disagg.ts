@@ -1,47 +1,77 @@
 // The engine core's PD role (--disaggregation-mode prefill|decode): starts the prefill-only or decode-only loop
 // (disagg/) around the core's scheduler and gives the core the few calls it makes into it, so engine_core.ts stays
-// one loop. Outside PD the core has no CoreDisagg.
+// one loop. Outside PD the core has no CoreDisagg. Under TP / DP-attention each core is one group (an attention-DP
+// group, or the whole TP group) and moves its attn_tp ranks' KV through the model's KV steps.
 import { Logger, UnsupportedFeatureError } from '../common/index.js';
-import { DecodeLoop, loadUcxAddon, PrefillLoop, readDisaggEnv, resolveTransferBackend, ucxWorkerSettings } from '../disagg/index.js';
+import { DecodeLoop, GroupKv, KvWireLayout, loadUcxAddon, PrefillLoop, readDisaggEnv, resolveTransferBackend, ucxWorkerSettings, type KvShardSpec, type TransferBackendChoice } from '../disagg/index.js';
 import type { ReqTokenOutput, Scheduler, TokenizedReq } from '../scheduler/index.js';
 import type { DisaggregationLoad, DisaggregationOptions } from './types.js';
+
+/** Where this core sits in its server (what PD registers and maps). */
+export interface CoreDisaggPlacement {
+  /** The server's DP size, this core's DP rank, and whether the DP ranks are attention-DP groups. */
+  readonly dp: { readonly size: number; readonly rank: number; readonly attention: boolean };
+  /** --load-balance-method as resolved. */
+  readonly loadBalanceMethod: string;
+  /** GQA/MHA: the model's KV heads and head size; null for MLA. */
+  readonly kvHeads: { readonly numKvHeads: number; readonly headDim: number } | null;
+}
 
 /** The PD role of one engine core. */
 export class CoreDisagg {
   private prefill: PrefillLoop | null = null;
   private decode: DecodeLoop | null = null;
-  private readonly backend: string;
+  private readonly backend: TransferBackendChoice;
+  private readonly kv: GroupKv;
   /** Forward steps with an extend (prefill) part. */
   numPrefillSteps = 0;
+  /** Outputs produced outside a step (requests aborted in the prefill bootstrap queue). */
+  private readonly pending: ReqTokenOutput[] = [];
 
   /**
-   * @throws UnsupportedFeatureError for a transfer backend that cannot run here (naming those that can), or --tp > 1
+   * @throws UnsupportedFeatureError for a transfer backend that cannot run here (naming those that can), or
+   *   speculative decoding
    */
-  constructor(private readonly opts: DisaggregationOptions, private readonly scheduler: Scheduler, private readonly kvCacheDtype: string, tpSize: number, private readonly kick: () => void, private readonly logger: Logger) {
-    if (tpSize > 1) throw new UnsupportedFeatureError(`--disaggregation-mode ${opts.mode} with --tp ${tpSize} is not built yet (PD runs with --tp 1 on both sides)`);
-    if (scheduler.spec) throw new UnsupportedFeatureError(`--disaggregation-mode ${opts.mode} with --speculative-algorithm is not built yet`);
+  constructor(private readonly opts: DisaggregationOptions, private readonly scheduler: Scheduler, private readonly kvCacheDtype: string, private readonly placement: CoreDisaggPlacement, private readonly kick: () => void, private readonly logger: Logger) {
+    if (scheduler.spec) {
+      throw new UnsupportedFeatureError(
+        `--disaggregation-mode ${opts.mode} with --speculative-algorithm is not built: SGLang's prefill server also runs the draft model and sends, ` +
+        'with the KV (target and draft), the draft state of the last prompt position (its hidden states and the draft\'s top-k tokens and probabilities), ' +
+        'from which the decode server starts drafting; tsglang\'s KV transfer carries neither the draft KV nor that state yet. Run both servers without --speculative-algorithm.',
+      );
+    }
     this.backend = resolveTransferBackend(opts.transferBackend);
-    logger.info(`PD disaggregation: ${opts.mode} server, KV transfer backend ${this.backend}${opts.transferBackend === null ? ' (the default: --disaggregation-transfer-backend not given)' : ''}`);
+    const model = scheduler.runner.model;
+    const spec: KvShardSpec = { ranks: model.kvRanks ?? 1, kvHeads: placement.kvHeads };
+    this.kv = new GroupKv(scheduler.runner.kvPool, model, new KvWireLayout(scheduler.runner.kvPool, spec));
+    logger.info(`PD disaggregation: ${opts.mode} server, KV transfer backend ${this.backend}${opts.transferBackend === null ? ' (the best available here: --disaggregation-transfer-backend not given)' : ''}`);
   }
 
-  /** Starts the role's servers (prefill: bootstrap server and transfer endpoint). @throws Error when a port is taken */
+  /** Starts the role (prefill: the transfer endpoint, registered with the bootstrap server). @throws Error when it cannot */
   async start(): Promise<void> {
     const env = readDisaggEnv();
     const ucx = this.backend === 'ucx' ? loadUcxAddon().addon : null;
     const ucxSettings = ucxWorkerSettings(this.opts.host);
+    const backend = this.backend;
     if (this.opts.mode === 'prefill') {
-      const advertise = this.opts.host === '0.0.0.0' || this.opts.host === '::' ? '' : this.opts.host;
+      const wildcard = this.opts.host === '0.0.0.0' || this.opts.host === '::';
+      // SGLang registers with the bootstrap server on --host (a wildcard as loopback)
+      const bsHost = this.opts.host === '::' ? '[::1]' : wildcard ? '127.0.0.1' : this.opts.host.includes(':') ? `[${this.opts.host}]` : this.opts.host;
       this.prefill = await PrefillLoop.start({
-        scheduler: this.scheduler, host: this.opts.host, bootstrapPort: this.opts.bootstrapPort, advertiseHost: advertise,
-        pageSize: this.scheduler.cfg.pageSize, kvCacheDtype: this.kvCacheDtype, env, kick: this.kick, logger: this.logger, ucx, ucxSettings,
+        scheduler: this.scheduler, kv: this.kv, host: this.opts.host, advertiseHost: wildcard ? '' : this.opts.host, env, kick: this.kick, logger: this.logger, backend, ucx, ucxSettings,
+        group: { bootstrapUrl: `http://${bsHost}:${this.opts.bootstrapPort}`, dp: this.placement.dp, loadBalanceMethod: this.placement.loadBalanceMethod, pageSize: this.scheduler.cfg.pageSize, kvCacheDtype: this.kvCacheDtype },
       });
     } else {
-      this.decode = new DecodeLoop(this.scheduler, env, this.kick, this.logger, ucx, ucxSettings);
+      this.decode = new DecodeLoop({ scheduler: this.scheduler, kv: this.kv, env, kick: this.kick, logger: this.logger, backend, ucx, ucxSettings, pageSize: this.scheduler.cfg.pageSize, kvCacheDtype: this.kvCacheDtype });
     }
   }
 
-  /** A new request, before Scheduler.addRequest. @returns the request the scheduler gets */
-  admit(t: TokenizedReq): TokenizedReq {
+  /**
+   * A new request, before Scheduler.addRequest. @returns the request the scheduler gets now, or null when the role
+   * holds it (prefill: in the bootstrap queue until the decode side's destination arrives)
+   * @throws InvalidRequestError from the scheduler's checks
+   */
+  admit(t: TokenizedReq): TokenizedReq | null {
     if (this.prefill) return this.prefill.admit(t);
     this.decode?.expect(t.rid, t.bootstrap);
     return t;
@@ -52,13 +82,20 @@ export class CoreDisagg {
     this.prefill?.forget(rid);
   }
 
-  /** Aborts a request the role holds (decode: waiting for its KV). @returns true if it was one */
+  /** Aborts a request the role holds (prefill: bootstrap queue; decode: waiting for its KV). @returns true if it was one */
   abort(rid: string): boolean {
+    const o = this.prefill?.abort(rid) ?? null;
+    if (o) {
+      this.pending.push(o);
+      return true;
+    }
     return this.decode?.abort(rid) ?? false;
   }
 
-  abortAll(): void {
-    this.decode?.abortAll();
+  /** Aborts every request the role holds (their KV freed); `reason` for a fatal error (status 500). */
+  abortAll(reason?: { message: string; statusCode: number }): void {
+    if (this.prefill) this.pending.push(...this.prefill.abortAll());
+    this.decode?.abortAll(reason);
   }
 
   /** Before each scheduler step: decode advances its prealloc and transfer queues. */
@@ -69,12 +106,14 @@ export class CoreDisagg {
   /** After each step: prefill holds finished PD requests' outputs until their transfer ended, and releases those that did. */
   afterStep(outputs: ReqTokenOutput[], ranPrefill: boolean): ReqTokenOutput[] {
     if (ranPrefill) this.numPrefillSteps++;
-    return this.prefill ? [...this.prefill.filterOutputs(outputs), ...this.prefill.poll()] : outputs;
+    const held = this.pending.splice(0);
+    const out = this.prefill ? [...this.prefill.filterOutputs(outputs), ...this.prefill.poll()] : outputs;
+    return held.length > 0 ? [...held, ...out] : out;
   }
 
   /** True while transfers are pending. */
   get hasWork(): boolean {
-    return (this.prefill?.hasWork ?? false) || (this.decode?.hasWork ?? false);
+    return this.pending.length > 0 || (this.prefill?.hasWork ?? false) || (this.decode?.hasWork ?? false);
   }
 
   /** The role's counters. */
@@ -96,7 +135,11 @@ export class CoreDisagg {
       kvBytes: p?.bytesSent ?? d?.bytesReceived ?? 0,
       kvTokens: tokens,
       kvPages: Math.ceil(tokens / page),
+      kvChunks: p?.chunksSent ?? d?.chunksReceived ?? 0,
+      attnTpSize: this.kv.layout.spec.ranks,
+      kvBytesPerToken: this.kv.layout.bytesPerToken,
       numPrefillSteps: this.numPrefillSteps,
+      ...(this.kv.digests ? { kvDigests: Object.fromEntries(this.kv.digests) } : {}),
     };
   }
 

@@ -18,7 +18,16 @@ import { WorkerTransport, type CoreTransport } from './transport.js';
 import type { EngineLoad, EngineOptions } from './types.js';
 
 /** --load-balance-method choices (SGLang LoadBalanceMethod names). */
-export const LOAD_BALANCE_METHODS = ['auto', 'round_robin', 'shortest_queue', 'minimum_tokens'] as const;
+export const LOAD_BALANCE_METHODS = ['auto', 'round_robin', 'shortest_queue', 'minimum_tokens', 'follow_bootstrap_room'] as const;
+
+/**
+ * `auto` as SGLang resolves it: follow_bootstrap_room on a PD prefill server (the DP rank of a request is its
+ * bootstrap room mod dp_size, so the decode side knows it without asking), round_robin otherwise.
+ */
+export function resolveLoadBalanceMethod(method: string, disaggregationMode?: 'prefill' | 'decode'): string {
+  if (method !== 'auto') return method;
+  return disaggregationMode === 'prefill' ? 'follow_bootstrap_room' : 'round_robin';
+}
 
 /** Where a request went and what it weighs. */
 interface InFlight {
@@ -43,8 +52,12 @@ export class DpLoadBalancer {
     this.tokens = new Array<number>(dpSize).fill(0);
   }
 
-  /** The DP rank of the next request (ties: the lowest rank after the round-robin cursor). */
-  pick(): number {
+  /**
+   * The DP rank of the next request (ties: the lowest rank after the round-robin cursor).
+   * @param room the request's bootstrap room (follow_bootstrap_room: room mod dp_size; without one, round robin)
+   */
+  pick(room?: number): number {
+    if (this.method === 'follow_bootstrap_room' && room !== undefined) return room % this.dpSize;
     if (this.method === 'shortest_queue' || this.method === 'minimum_tokens') {
       const key = this.method === 'shortest_queue' ? this.reqs : this.tokens;
       let best = -1;
@@ -117,7 +130,7 @@ export class DpControllerTransport implements CoreTransport {
     const dp = options.dpSize ?? 1;
     const tp = options.tpSize ?? 1;
     this.lockstep = options.enableDpAttention === true;
-    this.lb = new DpLoadBalancer(dp, options.loadBalanceMethod ?? 'auto');
+    this.lb = new DpLoadBalancer(dp, resolveLoadBalanceMethod(options.loadBalanceMethod ?? 'auto', options.disaggregation?.mode));
     const timeoutMs = (options.distTimeout ?? 1800) * 1000;
     const nodes = options.dpNodes ?? null;
     const plan = this.lockstep ? dpAttnProcessPlan(options, nodes) : null;
@@ -142,7 +155,7 @@ export class DpControllerTransport implements CoreTransport {
       case 'generate': {
         // a rank the request asks for (data_parallel_rank from a --dp-aware router) wins over the balancer
         const want = msg.req.dataParallelRank;
-        const g = want !== undefined && want >= 0 && want < this.cores.length ? want : this.lb.pick();
+        const g = want !== undefined && want >= 0 && want < this.cores.length ? want : this.lb.pick(msg.req.bootstrap?.room);
         const tokens = msg.req.inputIds.length;
         this.owner.set(msg.req.rid, { dpRank: g, tokens });
         this.lb.reqs[g]++;
@@ -219,6 +232,9 @@ export class DpControllerTransport implements CoreTransport {
         this.handler({ type: 'reply', id: m.id, value });
         return;
       }
+      case 'lockstep_wake':
+        if (this.lockstep) this.toAll({ type: 'kick', seq: 0 });
+        return;
       default:
         this.handler(m); // 'fatal': the engine fails every request and the server exits
     }
@@ -264,6 +280,7 @@ export function combineLoads(loads: readonly EngineLoad[]): EngineLoad {
     numGrammarQueueReqs: sum((l) => l.numGrammarQueueReqs),
     numSoRequests: sum((l) => l.numSoRequests),
     ...(loads.some((l) => l.avgSpecAcceptLength !== undefined) ? specOf(loads) : {}),
+    ...(loads[0]?.disaggregation ? { disaggregation: combineDisaggregation(loads.map((l) => l.disaggregation!)) } : {}),
     dpLoads: loads,
   };
 }
@@ -273,4 +290,14 @@ function specOf(loads: readonly EngineLoad[]): Pick<EngineLoad, 'avgSpecAcceptLe
   const active = loads.filter((l) => (l.avgSpecAcceptLength ?? 0) > 0);
   const mean = (f: (l: EngineLoad) => number | undefined): number => (active.length > 0 ? active.reduce((s, l) => s + (f(l) ?? 0), 0) / active.length : 0);
   return { avgSpecAcceptLength: mean((l) => l.avgSpecAcceptLength), specAcceptRate: mean((l) => l.specAcceptRate) };
+}
+
+/** The PD counters of every group, summed (the mode, backend and per-token figures are the groups'). */
+function combineDisaggregation(ds: readonly NonNullable<EngineLoad['disaggregation']>[]): NonNullable<EngineLoad['disaggregation']> {
+  const out: Record<string, unknown> = { ...ds[0] };
+  for (const [k, v] of Object.entries(ds[0])) {
+    if (typeof v === 'number' && k !== 'attnTpSize' && k !== 'kvBytesPerToken') out[k] = ds.reduce((a, d) => a + ((d as unknown as Record<string, number>)[k] ?? 0), 0);
+  }
+  if (ds[0].kvDigests) out['kvDigests'] = Object.assign({}, ...ds.map((d) => d.kvDigests ?? {}));
+  return out as unknown as NonNullable<EngineLoad['disaggregation']>;
 }

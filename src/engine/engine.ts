@@ -24,6 +24,7 @@ import type { CoreOutput, FromCoreMsg } from './messages.js';
 import { TokenizerManager, type PreparedRequest } from './tokenizer_manager.js';
 import { TokenizerWorker } from './tokenizer_worker.js';
 import { DpControllerTransport } from './dp_controller.js';
+import { BootstrapServer } from '../disagg/index.js';
 import { InProcessTransport, WorkerTransport, type CoreTransport } from './transport.js';
 import type { EngineApi, EngineInfo, EngineLoad, EngineOptions, GenerateOutput, GenerateRequest, ProfileReply, ProfileRequest } from './types.js';
 
@@ -117,6 +118,29 @@ export class Engine implements EngineApi {
    */
   static async create(options: EngineOptions, logger?: Logger, injected?: CoreModel): Promise<Engine> {
     const log = logger ?? new Logger((options.logLevel ?? 'info') as LogLevel);
+    // PD prefill: the bootstrap server runs here, on the HTTP side (SGLang starts it with the HTTP server); every
+    // prefill group's ranks register with it (PUT /route) as their core starts
+    const pd = options.disaggregation;
+    let bootstrap: BootstrapServer | null = null;
+    if (pd?.mode === 'prefill') {
+      bootstrap = new BootstrapServer();
+      const port = await bootstrap.listen(pd.host, pd.bootstrapPort);
+      log.info(`PD prefill: bootstrap server on ${pd.host}:${port}`);
+    }
+    try {
+      const engine = await Engine.createCore(options, log, logger, injected);
+      engine.bootstrap = bootstrap;
+      return engine;
+    } catch (e) {
+      await bootstrap?.close();
+      throw e;
+    }
+  }
+
+  /** The PD prefill server's bootstrap server (null otherwise). */
+  private bootstrap: BootstrapServer | null = null;
+
+  private static async createCore(options: EngineOptions, log: Logger, logger: Logger | undefined, injected?: CoreModel): Promise<Engine> {
     const tokenizerPath = options.tokenizerPath ?? options.modelPath;
     const tokenizer = options.skipTokenizerInit ? null : loadTokenizer(tokenizerPath);
     const dpSize = options.dpSize ?? 1;
@@ -426,5 +450,6 @@ export class Engine implements EngineApi {
     }
     await this.tm.close();
     await this.transport.close();
+    await this.bootstrap?.close();
   }
 }

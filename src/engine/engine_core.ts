@@ -23,6 +23,7 @@ import type { EngineInfo, EngineLoad, EngineOptions } from './types.js';
 import { CoreProfiler } from './profiler.js';
 import { createSpecDecoder, loadDraftSource, planSpec, type DraftSource } from './spec_setup.js';
 import { CoreDisagg } from './core_disagg.js';
+import { resolveLoadBalanceMethod } from './dp_controller.js';
 
 export { installNativeSampling } from '../executor/index.js';
 
@@ -64,6 +65,16 @@ function loadTpModel(options: EngineOptions, logger: Logger): TpLaunch | PpLaunc
     kvCacheDtype: parseKvCacheDtype(options.kvCacheDtype ?? 'auto') ?? 'auto',
     logger,
   });
+}
+
+/**
+ * The KV heads of a GQA/MHA checkpoint (num_key_value_heads, head_dim or hidden_size / num_attention_heads), or null for
+ * MLA (kv_lora_rank: one latent row replicated on every rank).
+ */
+function gqaKvHeads(raw: Record<string, unknown>): { numKvHeads: number; headDim: number } | null {
+  if (raw['kv_lora_rank'] !== undefined || typeof raw['num_key_value_heads'] !== 'number') return null;
+  const headDim = typeof raw['head_dim'] === 'number' ? raw['head_dim'] : Number(raw['hidden_size']) / Number(raw['num_attention_heads']);
+  return { numKvHeads: raw['num_key_value_heads'], headDim };
 }
 
 /** Decode steps between "Decode batch." log lines (SGLang --decode-log-interval default). */
@@ -138,6 +149,8 @@ export class EngineCore {
     let draftSource: DraftSource | null = null;
     /** KV-cache storage from the model's backend (huge pages on the native one); plain arrays for an injected model. */
     let kvAlloc: ((n: number) => Float32Array) | undefined;
+    /** GQA/MHA KV heads (PD moves them between TP layouts); null for MLA or an injected model. */
+    let kvHeads: { numKvHeads: number; headDim: number } | null = null;
     const tpSize = options.tpSize ?? 1;
     const ppSize = options.ppSize ?? 1;
     if (ppSize > 1 && options.speculativeAlgorithm) throw new UnsupportedFeatureError('PP + speculative decoding is only supported in disaggregated prefill mode');
@@ -169,6 +182,7 @@ export class EngineCore {
       }
       numLayers = loaded.config.numHiddenLayers;
       draftSource = loadDraftSource(options, { model: loaded.model, vocabSize: loaded.config.vocabSize }, tpSize, logger);
+      kvHeads = gqaKvHeads(loaded.config.raw);
       const gen = tokenizer?.eosTokenIds ?? [];
       const cfgEos = loaded.config.raw['eos_token_id'];
       const eos = gen.length > 0 ? gen : Array.isArray(cfgEos) ? (cfgEos as number[]) : typeof cfgEos === 'number' ? [cfgEos] : [];
@@ -293,7 +307,13 @@ export class EngineCore {
     };
     const core = new EngineCore(info, scheduler, tokenizer, options.streamInterval ?? 1, send, logger, grammar);
     wake.core = core;
-    if (options.disaggregation) core.disagg = new CoreDisagg(options.disaggregation, scheduler, options.kvCacheDtype ?? 'auto', tpSize, () => core.kick(), logger);
+    if (options.disaggregation) {
+      const dpSize = options.dpSize ?? 1;
+      const dp = options.dpAttention ? { size: dpSize, rank: options.dpAttention.dpRank, attention: true }
+        : options.dpRank !== undefined ? { size: dpSize, rank: options.dpRank, attention: false } : { size: 1, rank: 0, attention: false };
+      const placement = { dp, loadBalanceMethod: resolveLoadBalanceMethod(options.loadBalanceMethod ?? 'auto', options.disaggregation.mode), kvHeads };
+      core.disagg = new CoreDisagg(options.disaggregation, scheduler, options.kvCacheDtype ?? 'auto', placement, () => core.wakeFromRole(), logger);
+    }
     return core;
   }
 
@@ -329,12 +349,15 @@ export class EngineCore {
     if (typeof seq === 'number') this.lockstep?.noteSeq(seq);
     switch (msg.type) {
       case 'kick':
+        this.lockstepWakeSent = false;
         this.kick();
         return;
       case 'generate': {
         try {
           this.detok.add(msg.req.rid, msg.detok, msg.req.stream);
-          this.scheduler.addRequest(this.disagg ? this.disagg.admit(msg.req) : msg.req);
+          // (PD prefill may hold the request in its bootstrap queue until the decode side's destination arrives)
+          const t = this.disagg ? this.disagg.admit(msg.req) : msg.req;
+          if (t) this.scheduler.addRequest(t);
         } catch (e) {
           this.detok.remove(msg.req.rid);
           this.disagg?.refused(msg.req.rid);
@@ -444,6 +467,19 @@ export class EngineCore {
     };
   }
 
+  private lockstepWakeSent = false;
+
+  /**
+   * The PD role has news (a transfer event, a timer). Under attention-DP every group must step together: the DP
+   * controller is asked to kick them all (once until the next kick arrives); otherwise the loop runs.
+   */
+  wakeFromRole(): void {
+    if (!this.lockstep) return this.kick();
+    if (this.lockstepWakeSent || this.stopped) return;
+    this.lockstepWakeSent = true;
+    this.send({ type: 'lockstep_wake' });
+  }
+
   /** Runs the loop if it is idle (new message, or the grammar backend has news). */
   kick(): void {
     if (this.looping || this.stopped) return;
@@ -528,9 +564,12 @@ export class EngineCore {
   private stopOnFatal(why: string): void {
     this.stopped = true;
     this.logger.error(`the model can no longer run (${why}); failing every request and stopping`);
-    this.disagg?.abortAll();
-    this.scheduler.abortAll({ type: 'abort', message: `The engine failed to run this request: ${why}`, statusCode: 500 });
-    const { outputs } = this.detok.process(this.scheduler.step().outputs);
+    const message = `The engine failed to run this request: ${why}`;
+    // PD: requests waiting for their KV (allocated, not committed) are failed too and their KV freed
+    this.disagg?.abortAll({ message, statusCode: 500 });
+    this.scheduler.abortAll({ type: 'abort', message, statusCode: 500 });
+    const stepOutputs = this.scheduler.step().outputs;
+    const { outputs } = this.detok.process(this.disagg ? this.disagg.afterStep(stepOutputs, false) : stepOutputs);
     if (outputs.length > 0) this.send({ type: 'outputs', outputs });
     this.scheduler.runner.model.close?.();
     void this.grammar?.shutdown();

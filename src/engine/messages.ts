@@ -41,7 +41,13 @@ export type FromCoreMsg =
   | { readonly type: 'req_error'; readonly rid: string; readonly message: string; readonly kind: string; readonly param: string | null }
   | { readonly type: 'reply'; readonly id: number; readonly value: boolean | EngineLoad | ProfileReply }
   /** The core can never run again (TP ranks broken): every request was failed; the server must exit. */
-  | { readonly type: 'fatal'; readonly message: string };
+  | { readonly type: 'fatal'; readonly message: string }
+  /**
+   * An attention-DP group core has work that did not come through the controller (a PD transfer event, a PD timer):
+   * every group must step with it, so the controller kicks them all (a group stepping alone would wait in the step
+   * exchange for the others).
+   */
+  | { readonly type: 'lockstep_wake' };
 
 /** What the tokenizer worker (engine/tokenizer_worker_main.ts) starts from. */
 export interface TokenizerWorkerData {

@@ -327,8 +327,16 @@ export interface DisaggregationLoad {
   readonly kvTokens: number;
   /** Pages (tokens / page size, rounded up per request) received or sent. */
   readonly kvPages: number;
+  /** Chunks sent or written (a chunked prefill sends one per finished chunk). */
+  readonly kvChunks: number;
+  /** attn_tp ranks of this core's group whose KV it moves. */
+  readonly attnTpSize: number;
+  /** KV bytes per token on the wire (every layer, all KV heads). */
+  readonly kvBytesPerToken: number;
   /** Forward steps that ran a prefill (extend) on this server (0 on a decode server for PD requests). */
   readonly numPrefillSteps: number;
+  /** Test hook (TSGLANG_PD_KV_DIGEST=1): per bootstrap room, SHA-256 of the prompt's KV as this side holds it. */
+  readonly kvDigests?: Readonly<Record<string, string>>;
 }
 
 /**

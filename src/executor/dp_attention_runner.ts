@@ -22,6 +22,7 @@ import { DpAttnForwardModel, lockstepSync } from './dp_lockstep.js';
 import { CommStepChannel, RankBoard, type RankBoardHandle, type StepChannel } from './rank_channel.js';
 import { decodeStep } from './step_codec.js';
 import { breakGroups } from './tp_runner.js';
+import { runKvStep } from './kv_steps.js';
 
 /** The groups of a DP-attention layout, made once per process on the thread that starts its ranks (plain data). */
 export interface DpAttnGroupRefs {
@@ -158,7 +159,7 @@ export function launchDpAttnGroup(init: DpAttnRankInit, logger: Logger = SILENT_
         for (const c of comms) c.close();
         for (const w of workers) w.unref();
       },
-    });
+    }, step);
     return { model, rank0: loaded, allocKv: (n) => ops.allocateKvBuffer(n) };
   } catch (e) {
     breakGroups(refs, comms, null, `attention-DP start-up failed: ${(e as Error).message}`);
@@ -228,6 +229,13 @@ export function runDpAttnRank(init: DpAttnRankInit, board: RankBoard, comms: Com
   for (;;) {
     const st = decodeStep(channel.receive());
     if (st.kind === 'shutdown') return;
+    if (st.kind === 'kv_gather' || st.kind === 'kv_scatter') {
+      // PD KV steps are the group's own (no step exchange with the other groups)
+      const pool = pools.get(st.kvPoolId) ?? new KVPool(layout, st.kvMaxLocs, Math.min(st.kvMaxLocs, 64), (n) => ops.allocateKvBuffer(n));
+      pools.set(st.kvPoolId, pool);
+      runKvStep(st, pool, step!);
+      continue;
+    }
     let pool = idle;
     if (st.kvPoolId >= 0) {
       pool = pools.get(st.kvPoolId) ?? new KVPool(layout, st.kvMaxLocs, Math.min(st.kvMaxLocs, 64), (n) => ops.allocateKvBuffer(n));

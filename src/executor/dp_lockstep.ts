@@ -13,6 +13,7 @@ import { KVPool, type KVPoolLayout } from '../mem_cache/index.js';
 import type { ForwardModel } from './model_runner.js';
 import type { StepChannel } from './rank_channel.js';
 import { encodeForwardStep, encodeShutdownStep } from './step_codec.js';
+import { leaderGatherKv, leaderScatterKv } from './kv_steps.js';
 
 /** Int32 values each rank contributes to the step exchange. */
 const SYNC_FIELDS = 4;
@@ -115,7 +116,47 @@ export class DpAttnForwardModel implements ForwardModel, LockstepModel {
     /** The group's step channel (null when attn_tp = 1). */
     private readonly channel: StepChannel | null,
     private readonly control: DpAttnGroupControl,
+    /** The communicator under `channel` (PD's KV steps gather over it); null when attn_tp = 1. */
+    private readonly stepComm: Communicator | null = null,
   ) {}
+
+  /** Ranks whose KV pools hold this group's KV (its attn_tp ranks; PD reaches them through gatherRankKv / scatterRankKv). */
+  get kvRanks(): number {
+    return this.stepComm?.size ?? 1;
+  }
+
+  /**
+   * PD: the KV rows of `locs` of every attn_tp rank of the group, rank order, layer-major as gatherKvRows packs them.
+   * @throws DistributedError when a rank fails (the groups are then broken)
+   */
+  gatherRankKv(pool: KVPool, locs: Int32Array): Uint8Array[] {
+    return this.kvStep(() => leaderGatherKv(this.channel!, this.stepComm!, pool, this.poolId(pool), locs));
+  }
+
+  /** PD: writes rows[r] into attn_tp rank r's pool at `locs`. @throws DistributedError when a rank fails */
+  scatterRankKv(pool: KVPool, locs: Int32Array, rows: readonly Uint8Array[]): void {
+    this.kvStep(() => leaderScatterKv(this.channel!, this.stepComm!.size, pool, this.poolId(pool), locs, rows));
+  }
+
+  private poolId(pool: KVPool): number {
+    let id = this.poolIds.get(pool);
+    if (id === undefined) this.poolIds.set(pool, (id = this.nextPoolId++));
+    return id;
+  }
+
+  private kvStep<T>(run: () => T): T {
+    if (this.closed) throw new DistributedError('attention-DP ranks are shut down');
+    if (this.broken !== null) throw new DistributedError(`attention-DP ranks are broken by an earlier failed step: ${this.broken}`);
+    if (!this.channel || !this.stepComm) throw new DistributedError('this attention-DP group has one rank: no KV step');
+    try {
+      return run();
+    } catch (e) {
+      const why = `attention-DP group ${this.dp.dpRank} failed in a KV step: ${(e as Error).message}`;
+      this.broken = why;
+      this.control.abort(why);
+      throw e instanceof DistributedError ? e : new DistributedError(why, { cause: e });
+    }
+  }
 
   kvPoolLayout(kvCacheDtype?: KvCacheDtype): KVPoolLayout {
     return this.local.kvPoolLayout(kvCacheDtype);
@@ -153,8 +194,7 @@ export class DpAttnForwardModel implements ForwardModel, LockstepModel {
     try {
       this.synced = true;
       if (this.channel) {
-        let id = this.poolIds.get(batch.kvPool);
-        if (id === undefined && batch.numTokens > 0) this.poolIds.set(batch.kvPool, (id = this.nextPoolId++));
+        const id = batch.numTokens > 0 ? this.poolId(batch.kvPool) : this.poolIds.get(batch.kvPool);
         this.channel.send(encodeForwardStep(batch, batch.kvPool.maxLocs, id ?? -1));
       }
       const s = lockstepSync(this.tp, this.dp.dpSize, batch.numTokens, hasWork, this.seq, stopping);

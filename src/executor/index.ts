@@ -14,3 +14,4 @@ export * from './pp_protocol.js';
 export * from './pp_stage.js';
 export * from './pp_layout.js';
 export * from './pp_runner.js';
+export * from './kv_steps.js';

@@ -19,6 +19,15 @@ export interface ForwardModel {
    * absent means never broken. The engine shuts the server down when it is set (SGLang's scheduler exits then too).
    */
   brokenReason?(): string | null;
+  /**
+   * PD disaggregation (executor/kv_steps.ts): how many ranks hold this model's KV pool (its attn_tp ranks, each with
+   * its own heads; MLA's latent is the same on all); absent means one (the pool given is everything).
+   */
+  readonly kvRanks?: number;
+  /** PD: the KV rows of `locs` of every rank's pool, rank order, layer-major as gatherKvRows packs them. */
+  gatherRankKv?(pool: KVPool, locs: Int32Array): Uint8Array[];
+  /** PD: writes rows[r] (layer-major, rank r's heads) into rank r's pool at `locs`. */
+  scatterRankKv?(pool: KVPool, locs: Int32Array, rows: readonly Uint8Array[]): void;
 }
 
 /** A logits row that must be sampled. */

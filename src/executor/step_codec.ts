@@ -11,6 +11,10 @@ const MODES: readonly ForwardMode[] = ['extend', 'decode', 'mixed', 'idle', 'tar
 /** Step kinds. */
 const KIND_FORWARD = 1;
 const KIND_SHUTDOWN = 2;
+/** PD: every rank copies the KV rows of some locs out of its pool (kv_steps.ts gathers them on rank 0). */
+const KIND_KV_GATHER = 3;
+/** PD: every rank writes its own part of some KV rows into its pool. */
+const KIND_KV_SCATTER = 4;
 /** Header words: magic, kind, mode, numReqs, numTokens, stride, flags, kvMaxLocs, kvPoolId. */
 const HEADER = 9;
 
@@ -20,7 +24,51 @@ const ARRAYS = ['inputIds', 'positions', 'outCacheLoc', 'extendPrefixLens', 'ext
 /** A decoded step. */
 export type DecodedStep =
   | { readonly kind: 'forward'; readonly kvMaxLocs: number; readonly kvPoolId: number; readonly build: (kvPool: KVPool) => ForwardBatch }
-  | { readonly kind: 'shutdown' };
+  | { readonly kind: 'shutdown' }
+  | KvStep;
+
+/**
+ * A PD KV step (kv_steps.ts): `kv_gather` — every rank copies the rows of `locs` out of its pool for rank 0;
+ * `kv_scatter` — rank r writes `rows[r]` (its own heads, layer-major as gatherKvRows packs them) at `locs`.
+ */
+export type KvStep =
+  | { readonly kind: 'kv_gather'; readonly kvMaxLocs: number; readonly kvPoolId: number; readonly locs: Int32Array }
+  | { readonly kind: 'kv_scatter'; readonly kvMaxLocs: number; readonly kvPoolId: number; readonly locs: Int32Array; readonly rows: readonly Uint8Array[] };
+
+/**
+ * Serializes a KV step: header (magic, kind, kvPoolId, kvMaxLocs, nLocs, nRows), locs, then per rank its byte length
+ * and its bytes padded to whole words.
+ */
+export function encodeKvStep(step: KvStep): Uint8Array {
+  const rows = step.kind === 'kv_scatter' ? step.rows : [];
+  let words = 6 + step.locs.length + rows.length;
+  for (const r of rows) words += Math.ceil(r.length / 4);
+  const out = new Int32Array(words);
+  out.set([MAGIC, step.kind === 'kv_gather' ? KIND_KV_GATHER : KIND_KV_SCATTER, step.kvPoolId, step.kvMaxLocs, step.locs.length, rows.length]);
+  out.set(step.locs, 6);
+  let o = 6 + step.locs.length;
+  const bytes = new Uint8Array(out.buffer);
+  for (const r of rows) {
+    out[o++] = r.length;
+    bytes.set(r, o * 4);
+    o += Math.ceil(r.length / 4);
+  }
+  return bytes;
+}
+
+function decodeKvStep(w: Int32Array, bytes: Uint8Array): KvStep {
+  const [, kind, kvPoolId, kvMaxLocs, nLocs, nRows] = w;
+  const locs = w.slice(6, 6 + nLocs);
+  if (kind === KIND_KV_GATHER) return { kind: 'kv_gather', kvPoolId, kvMaxLocs, locs };
+  const rows: Uint8Array[] = [];
+  let o = 6 + nLocs;
+  for (let i = 0; i < nRows; i++) {
+    const len = w[o++];
+    rows.push(bytes.subarray(o * 4, o * 4 + len));
+    o += Math.ceil(len / 4);
+  }
+  return { kind: 'kv_scatter', kvPoolId, kvMaxLocs, locs, rows };
+}
 
 /**
  * Serializes a forward step.
@@ -70,6 +118,7 @@ export function decodeStep(bytes: Uint8Array): DecodedStep {
   const w = bytes.byteOffset % 4 === 0 ? new Int32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4) : new Int32Array(bytes.slice().buffer);
   if (w[0] !== MAGIC) throw new InternalError('decodeStep: bad magic');
   if (w[1] === KIND_SHUTDOWN) return { kind: 'shutdown' };
+  if (w[1] === KIND_KV_GATHER || w[1] === KIND_KV_SCATTER) return decodeKvStep(w, new Uint8Array(w.buffer, w.byteOffset, w.byteLength));
   if (w[1] !== KIND_FORWARD) throw new InternalError(`decodeStep: unknown kind ${w[1]}`);
   const [, , mode, numReqs, numTokens, stride, flags, kvMaxLocs, kvPoolId] = w;
   const arrays: Record<string, Int32Array> = {};

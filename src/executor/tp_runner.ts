@@ -19,6 +19,7 @@ import { CommStepChannel, RankBoard, type RankBoardHandle, type StepChannel } fr
 import { decodeStep, encodeForwardStep, encodeShutdownStep } from './step_codec.js';
 import { ppLinkEnds, ppPorts, ppRankCp, ppRankInit, type PpLayout, type PpRankInit } from './pp_layout.js';
 import { planStages } from './pp_runner.js';
+import { leaderGatherKv, leaderScatterKv, runKvStep } from './kv_steps.js';
 
 /** Threads per rank by default: max(1, ⌊cores / ranks on this node⌋), so ranks never oversubscribe the machine. */
 export function defaultThreadsPerRank(ranksOnNode: number, cores = availableParallelism()): number {
@@ -116,9 +117,10 @@ const MAX_RANK_POOLS = 4;
  * kvPoolId (created on first use, sized from kvMaxLocs; a tool or test that makes a new pool on rank 0 gets a new one
  * here), drops the output (rank 0 samples); returns on the shutdown step.
  * @param allocKv KV storage allocator (Ops.allocateKvBuffer)
+ * @param kvComm the world group, for PD's KV steps (kv_steps.ts; rank 0 gathers over it)
  * @throws whatever the forward throws (DistributedError when a peer failed); the caller aborts the groups
  */
-export function runRankLoop(model: ForwardModel, channel: StepChannel, allocKv?: (n: number) => Float32Array, kvCacheDtype: KvCacheDtype = 'auto'): void {
+export function runRankLoop(model: ForwardModel, channel: StepChannel, allocKv?: (n: number) => Float32Array, kvCacheDtype: KvCacheDtype = 'auto', kvComm?: Communicator): void {
   const pools = new Map<number, KVPool>();
   for (;;) {
     const step = decodeStep(channel.receive());
@@ -128,6 +130,11 @@ export function runRankLoop(model: ForwardModel, channel: StepChannel, allocKv?:
       if (pools.size >= MAX_RANK_POOLS) pools.delete(pools.keys().next().value!);
       pool = new KVPool(model.kvPoolLayout(kvCacheDtype), step.kvMaxLocs, Math.min(step.kvMaxLocs, 64), allocKv);
       pools.set(step.kvPoolId, pool);
+    }
+    if (step.kind !== 'forward') {
+      if (!kvComm) throw new DistributedError('a PD KV step reached a rank without its group');
+      runKvStep(step, pool, kvComm);
+      continue;
     }
     const batch = step.build(pool);
     let maxLoc = 0;
@@ -149,6 +156,8 @@ export interface TpRanksControl {
   readonly failures?: () => string;
   /** Runs after the shutdown step was sent and the groups closed (e.g. unref the rank threads). */
   readonly onClose?: () => void;
+  /** The group `channel` runs over (the world group): PD's KV steps gather over it. */
+  readonly kvComm?: Communicator;
 }
 
 /** Rank 0's model: broadcasts each step, then runs its shard; fans the same ForwardBatch out to every rank. */
@@ -180,9 +189,7 @@ export class TpForwardModel implements ForwardModel {
     if (this.closed) throw new DistributedError('tensor-parallel ranks are shut down');
     if (this.broken !== null) throw new DistributedError(`tensor-parallel ranks are broken by an earlier failed step: ${this.broken}`);
     try {
-      let id = this.poolIds.get(batch.kvPool);
-      if (id === undefined) this.poolIds.set(batch.kvPool, (id = this.nextPoolId++));
-      this.ranks.channel.send(encodeForwardStep(batch, batch.kvPool.maxLocs, id));
+      this.ranks.channel.send(encodeForwardStep(batch, batch.kvPool.maxLocs, this.poolId(batch.kvPool)));
       return this.local.forward(batch);
     } catch (e) {
       const why = this.ranks.failures?.() ?? '';
@@ -196,6 +203,44 @@ export class TpForwardModel implements ForwardModel {
   /** Non-null once a step failed: the rank groups are broken and every later step throws at once. */
   brokenReason(): string | null {
     return this.broken;
+  }
+
+  /** Ranks whose KV pools hold this model's KV (PD reaches them through gatherRankKv / scatterRankKv). */
+  get kvRanks(): number {
+    return this.ranks.kvComm ? this.tpSize : 1;
+  }
+
+  /**
+   * PD: the KV rows of `locs` of every rank's pool (their heads), rank order, layer-major as gatherKvRows packs them.
+   * @throws DistributedError when a rank fails (the groups are then broken)
+   */
+  gatherRankKv(pool: KVPool, locs: Int32Array): Uint8Array[] {
+    return this.kvStep(() => leaderGatherKv(this.ranks.channel, this.ranks.kvComm!, pool, this.poolId(pool), locs));
+  }
+
+  /** PD: writes rows[r] into rank r's pool at `locs`. @throws DistributedError when a rank fails */
+  scatterRankKv(pool: KVPool, locs: Int32Array, rows: readonly Uint8Array[]): void {
+    this.kvStep(() => leaderScatterKv(this.ranks.channel, this.tpSize, pool, this.poolId(pool), locs, rows));
+  }
+
+  private poolId(pool: KVPool): number {
+    let id = this.poolIds.get(pool);
+    if (id === undefined) this.poolIds.set(pool, (id = this.nextPoolId++));
+    return id;
+  }
+
+  private kvStep<T>(run: () => T): T {
+    if (this.closed) throw new DistributedError('tensor-parallel ranks are shut down');
+    if (this.broken !== null) throw new DistributedError(`tensor-parallel ranks are broken by an earlier failed step: ${this.broken}`);
+    if (!this.ranks.kvComm) throw new DistributedError('the tensor-parallel ranks have no KV step group');
+    try {
+      return run();
+    } catch (e) {
+      const why = this.ranks.failures?.() ?? '';
+      this.broken = why || `TP rank 0 failed in a KV step: ${(e as Error).message}`;
+      this.ranks.abort(this.broken);
+      throw e;
+    }
   }
 
   /** Sends the shutdown step and releases the groups (idempotent); the ranks leave their loops and exit. */
@@ -331,6 +376,7 @@ export function launchTpRanks(o: TpLaunchOptions): TpLaunch {
   for (let r = 0; r < localRanks; r++) logger.info(`[TP${r}] Load weight end. weight bytes=${weightBytes[r]} (${(weightBytes[r] / 2 ** 20).toFixed(2)} MiB), tp_size=${o.tpSize}, ep_size=${o.epSize}${cpSize > 1 ? `, attn_cp_size=${cpSize} (attn_cp_rank ${Math.floor(r / (o.tpSize / cpSize))})` : ''}, threads=${threads}, comm=${tp.backend}`);
   const control: TpRanksControl = {
     channel: new CommStepChannel(worldComm),
+    kvComm: worldComm,
     groups,
     abort: (reason) => {
       if (board.failures() === '') board.fail(0, reason); // the peers then know the cause is not theirs

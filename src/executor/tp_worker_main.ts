@@ -74,7 +74,7 @@ if (init) {
         loaded.config.vocabSize, allocKv, init.kvCacheDtype ?? 'auto');
     } else {
       const channel = new CommStepChannel(world);
-      runRankLoop(loaded.model, { send: (s) => channel.send(s), receive: withInjectedExit(() => channel.receive(), init.rank) }, allocKv, init.kvCacheDtype ?? 'auto');
+      runRankLoop(loaded.model, { send: (s) => channel.send(s), receive: withInjectedExit(() => channel.receive(), init.rank) }, allocKv, init.kvCacheDtype ?? 'auto', world);
     }
     board.exited(init.rank);
   } catch (e) {

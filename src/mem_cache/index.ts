@@ -4,3 +4,4 @@ export * from './allocator.js';
 export * from './base_prefix_cache.js';
 export * from './radix_cache.js';
 export * from './chunk_cache.js';
+export * from './kv_rows.js';

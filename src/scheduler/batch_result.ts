@@ -38,6 +38,7 @@ export function commitStepKv(s: Scheduler, step: LaunchedStep): { touched: Req[]
       req.isChunked = true;
       s.chunkedReq = req;
       hasUnfinishedChunk = true;
+      s.prefillChunkDone?.(req); // PD prefill: this chunk's pages go out now
       s.mem.cacheUnfinished(req);
     } else {
       req.isChunked = false;

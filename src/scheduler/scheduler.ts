@@ -121,6 +121,8 @@ export class Scheduler {
    * fills its KV by transfer and hands it back through installPrebuilt / failPrebuilt). Both null outside PD.
    */
   prefillFinished: ((req: Req) => void) | null = null;
+  /** PD prefill: a request's prefill chunk finished (not its last); its KV up to kvCommittedLen is in the pool. */
+  prefillChunkDone: ((req: Req) => void) | null = null;
   prebuilt: { onAdmit(req: Req): void } | null = null;
 
   /**
@@ -154,10 +156,11 @@ export class Scheduler {
   }
 
   /**
-   * Queues a tokenized request. max_new_tokens is clamped to max_req_len − input − 1 (SGLang).
-   * @throws InvalidRequestError for an empty or over-long prompt, an id outside the vocabulary, or a duplicate rid
+   * The checks addRequest makes (PD prefill runs them when a request enters its bootstrap queue, before it is queued).
+   * @throws InvalidRequestError for an empty or over-long prompt, an id outside the vocabulary, a duplicate rid, or a
+   *   grammar without a grammar backend
    */
-  addRequest(t: TokenizedReq): void {
+  validateRequest(t: TokenizedReq): void {
     const inLen = t.inputIds.length;
     if (inLen === 0) throw new InvalidRequestError('The input is empty.', 'input_ids');
     for (const id of t.inputIds) {
@@ -171,8 +174,17 @@ export class Scheduler {
       );
     }
     if (this.live.has(t.rid)) throw new InvalidRequestError(`Duplicate request id ${t.rid}.`, 'rid');
-    const maxNew = Math.max(0, Math.min(t.params.maxNewTokens ?? MAX_NEW_TOKENS_UNSET, this.maxReqLen - inLen - 1));
     if (t.params.grammar && !this.grammar) throw new InvalidRequestError(GRAMMAR_BACKEND_NONE_MESSAGE, null);
+  }
+
+  /**
+   * Queues a tokenized request. max_new_tokens is clamped to max_req_len − input − 1 (SGLang).
+   * @throws InvalidRequestError as validateRequest
+   */
+  addRequest(t: TokenizedReq): void {
+    this.validateRequest(t);
+    const inLen = t.inputIds.length;
+    const maxNew = Math.max(0, Math.min(t.params.maxNewTokens ?? MAX_NEW_TOKENS_UNSET, this.maxReqLen - inLen - 1));
     const req = new Req(t, maxNew, this.cfg.eosTokenIds);
     if (this.spec) req.specNumDraftTokens = this.spec.cfg.numDraftTokens;
     if (this.prebuilt) {

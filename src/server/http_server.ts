@@ -420,7 +420,7 @@ async function serverInfo(s: HttpServer, ex: Exchange): Promise<void> {
       kv_cache_committed_bytes: l.kvCacheCommittedBytes ?? null,
       ...(l.avgSpecAcceptLength !== undefined ? { avg_spec_accept_length: l.avgSpecAcceptLength } : {}),
       num_used_tokens: l.numUsedTokens,
-      ...(load.disaggregation ? { disaggregation: snakeKeys(load.disaggregation) } : {}),
+      ...(l.disaggregation ? { disaggregation: snakeKeys(l.disaggregation) } : {}),
     })),
     version: d.version,
     ...(d.tsglangVersion !== undefined ? { tsglang_version: d.tsglangVersion } : {}),

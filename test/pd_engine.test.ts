@@ -1,0 +1,113 @@
+// PD disaggregation with both roles in this process (in-process engines over a fake model whose logits hash the KV of
+// every position, so a wrong or missing KV row changes the output), over the tcp backend on loopback:
+//   - a prompt longer than --chunked-prefill-size goes out chunk by chunk (the decode side writes each as it arrives),
+//     the decode answer equals a plain engine's, and the KV digests of both sides match;
+//   - the fake backend answers without a transfer;
+//   - the decode engine's fatal error (a model that breaks) fails the request still waiting for its KV and frees the
+//     KV it had allocated: the pool is 100 % free.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Engine, type EngineOptions, type GenerateOutput } from '../src/engine/index.js';
+import type { ForwardBatch } from '../src/layers/index.js';
+import { freePort } from '../bench/serve_child.js';
+
+const { FakeModel } = await import('../src/scheduler/fake_model.case.js');
+const V = 64;
+const injected = (model: InstanceType<typeof FakeModel>) => ({ model, architecture: 'FakeForCausalLM', vocabSize: V, maxPositionEmbeddings: 512, eosTokenIds: [0] });
+const base: EngineOptions = { modelPath: '/nonexistent-fake-model', skipTokenizerInit: true, useWorkerThread: false, maxTotalTokens: 1024, contextLength: 512 };
+const sp = { temperature: 0, maxNewTokens: 12, ignoreEos: true };
+
+async function collect(it: AsyncIterable<GenerateOutput>): Promise<{ ids: number[]; last: GenerateOutput }> {
+  const ids: number[] = [];
+  let last: GenerateOutput | null = null;
+  for await (const o of it) {
+    ids.push(...o.outputIds);
+    last = o;
+  }
+  return { ids, last: last! };
+}
+
+/** A prefill engine (bootstrap server on a free port) and a decode engine. */
+async function pdEngines(backend: string, prefillExtra: Partial<EngineOptions> = {}, decodeModel = new FakeModel(V)): Promise<{ p: Engine; d: Engine; bp: number }> {
+  const bp = await freePort();
+  const pd = { host: '127.0.0.1', bootstrapPort: bp, transferBackend: backend, decodeEnableRadixCache: false };
+  const p = await Engine.create({ ...base, ...prefillExtra, disaggregation: { ...pd, mode: 'prefill' } }, undefined, injected(new FakeModel(V)));
+  const d = await Engine.create({ ...base, disaggregation: { ...pd, mode: 'decode' } }, undefined, injected(decodeModel));
+  return { p, d, bp };
+}
+
+let room = 7_000_000;
+function both(p: Engine, d: Engine, bp: number, rid: string, inputIds: number[]): Promise<[{ ids: number[]; last: GenerateOutput }, { ids: number[]; last: GenerateOutput }]> {
+  const bootstrap = [{ host: '127.0.0.1', port: bp, room: room++ }];
+  return Promise.all([collect(p.generate({ rid: `${rid}-p`, inputIds, samplingParams: sp, bootstrap })), collect(d.generate({ rid: `${rid}-d`, inputIds, samplingParams: sp, bootstrap }))]);
+}
+
+test('PD in-process (tcp): an 18-token prompt with --chunked-prefill-size 4 goes out in 5 chunks; the decode answer equals a plain engine; KV digests match', async (t) => {
+  process.env['TSGLANG_PD_KV_DIGEST'] = '1';
+  t.after(() => { delete process.env['TSGLANG_PD_KV_DIGEST']; });
+  const prompt = Array.from({ length: 18 }, (_, i) => 1 + ((i * 5) % 60));
+  const plain = await Engine.create({ ...base }, undefined, injected(new FakeModel(V)));
+  const want = await collect(plain.generate({ rid: 'plain', inputIds: prompt, samplingParams: sp }));
+  await plain.shutdown();
+  const { p, d, bp } = await pdEngines('tcp', { chunkedPrefillSize: 4 });
+  t.after(async () => { await p.shutdown(); await d.shutdown(); });
+  const [, dec] = await both(p, d, bp, 'c', prompt);
+  assert.deepEqual(dec.ids, want.ids, 'the PD answer differs from the plain engine\'s');
+  assert.equal(dec.last.finishReason?.type, 'length');
+  const [pl, dl] = await Promise.all([p.getLoad(), d.getLoad()]);
+  assert.equal(dl.disaggregation?.kvChunks, 5, JSON.stringify(dl.disaggregation));
+  assert.equal(pl.disaggregation?.kvChunks, 5);
+  assert.equal(dl.disaggregation?.kvTokens, 18);
+  assert.equal(dl.disaggregation?.numPrefillSteps, 0);
+  const rm = String(room - 1);
+  assert.ok(pl.disaggregation?.kvDigests?.[rm]);
+  assert.equal(dl.disaggregation?.kvDigests?.[rm], pl.disaggregation?.kvDigests?.[rm]);
+  assert.equal(dl.numUsedTokens, 0);
+});
+
+test('PD in-process: the fake backend answers with no transfer (SGLang\'s warm-up backend)', async (t) => {
+  const { p, d, bp } = await pdEngines('fake');
+  t.after(async () => { await p.shutdown(); await d.shutdown(); });
+  const [pr, dr] = await both(p, d, bp, 'f', [3, 4, 5, 6, 7]);
+  assert.equal(pr.last.finishReason?.type, 'length');
+  assert.equal(dr.ids.length, sp.maxNewTokens);
+  assert.equal(dr.ids[0], 0, 'the first token of a fake transfer is 0 (SGLang reads its zeroed metadata buffer)');
+  const dl = await d.getLoad();
+  assert.equal(dl.disaggregation?.transferBackend, 'fake');
+  assert.equal(dl.disaggregation?.kvBytes, 0);
+  assert.equal(dl.numUsedTokens, 0);
+});
+
+test('PD in-process: the decode engine\'s fatal error fails the request waiting for its KV and frees the KV it allocated', async (t) => {
+  let broken: string | null = null;
+  class Breaking extends FakeModel {
+    override forward(b: ForwardBatch) {
+      if (b.numTokens > 0 && broken === 'armed') {
+        broken = 'the model broke (test)';
+        throw new Error(broken);
+      }
+      return super.forward(b);
+    }
+    brokenReason(): string | null {
+      return broken === 'armed' ? null : broken;
+    }
+  }
+  const { p, d, bp } = await pdEngines('tcp', {}, new Breaking(V));
+  t.after(async () => { await p.shutdown().catch(() => undefined); await d.shutdown().catch(() => undefined); });
+  const core = (d as unknown as { transport: { core: { scheduler: { mem: { allocator: { availableSize(): number; size: number } } } } } }).transport.core;
+  const alloc = core.scheduler.mem.allocator;
+  // a request that runs (its decode steps will break the model) and one whose prefill side never sends: it waits
+  // in the transfer queue with its prompt's KV allocated
+  const bootstrap = [{ host: '127.0.0.1', port: bp, room: room++ }];
+  const orphan = collect(d.generate({ rid: 'orphan', inputIds: [9, 8, 7, 6, 5, 4, 3, 2], samplingParams: sp, bootstrap: [{ host: '127.0.0.1', port: bp, room: room++ }] }));
+  const running = collect(d.generate({ rid: 'run', inputIds: [1, 2, 3], samplingParams: { ...sp, maxNewTokens: 400 }, stream: true, bootstrap }));
+  void collect(p.generate({ rid: 'run-p', inputIds: [1, 2, 3], samplingParams: sp, bootstrap }));
+  for (let i = 0; i < 500 && alloc.availableSize() > alloc.size - 8 - 3; i++) await new Promise((r) => setTimeout(r, 10));
+  assert.ok(alloc.availableSize() <= alloc.size - 8, 'the waiting request holds its prompt\'s KV');
+  broken = 'armed';
+  const [o, r] = await Promise.all([orphan, running]);
+  assert.equal(o.last.finishReason?.type, 'abort');
+  assert.match((o.last.finishReason as { message: string }).message, /The engine failed to run this request: the model broke \(test\)/);
+  assert.equal(r.last.finishReason?.type, 'abort');
+  assert.equal(alloc.availableSize(), alloc.size, 'KV leaked by the fatal path');
+});
