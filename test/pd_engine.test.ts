@@ -111,3 +111,18 @@ test('PD in-process: the decode engine\'s fatal error fails the request waiting 
   assert.equal(r.last.finishReason?.type, 'abort');
   assert.equal(alloc.availableSize(), alloc.size, 'KV leaked by the fatal path');
 });
+
+test('PD with speculative decoding is refused at start-up, saying what SGLang\'s prefill server sends that tsglang does not carry', async (t) => {
+  const { mkdtempSync, rmSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const { join } = await import('node:path');
+  const { run: makeTiny } = await import('../src/cli/make_tiny.js');
+  const dir = mkdtempSync(join(tmpdir(), 'tsglang-pd-spec-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  assert.equal(await makeTiny(['--arch', 'deepseek-v32', '--out', dir, '--num-shards', '1']), 0);
+  const bp = await freePort();
+  await assert.rejects(
+    Engine.create({ modelPath: dir, useWorkerThread: false, maxTotalTokens: 1024, speculativeAlgorithm: 'EAGLE', disaggregation: { mode: 'decode', host: '127.0.0.1', bootstrapPort: bp, transferBackend: 'tcp', decodeEnableRadixCache: false } }),
+    /--disaggregation-mode decode with --speculative-algorithm is not built: SGLang's prefill server also runs the draft model and sends, with the KV \(target and draft\), the draft state of the last prompt position/,
+  );
+});
