@@ -7,7 +7,7 @@
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { KVPoll, type KVPollState } from './kv_poll.js';
-import { frame, FrameReader, type AuxData, type Destination } from './transfer_frames.js';
+import { frame, FrameReader, writeFrame, type AuxData, type Destination } from './transfer_frames.js';
 import type { UcxAddon, UcxWorker } from './ucx_addon.js';
 
 /** A decode peer reachable by UCX puts. */
@@ -89,7 +89,7 @@ export class KVSender implements KVSenderLike {
       return;
     }
     this.via = 'tcp';
-    s.write(frame({ type: 'kv', room: this.room, start, count }, payload));
+    writeFrame(s, { type: 'kv', room: this.room, start, count }, payload);
   }
 
   finish(aux: AuxData): void {

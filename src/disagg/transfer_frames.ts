@@ -46,13 +46,25 @@ export type Header =
   | { type: 'done'; aux: AuxData }
   | { type: 'fail'; room: number; message: string };
 
-/** One frame's bytes. */
-export function frame(h: Header, payload?: Uint8Array): Buffer {
+/** One frame's header bytes (lengths and JSON header), for a payload of `payloadBytes` that follows it. */
+export function frameHeader(h: Header, payloadBytes = 0): Buffer {
   const hb = Buffer.from(JSON.stringify(h));
-  const pre = Buffer.allocUnsafe(8);
-  pre.writeUInt32LE(hb.length, 0);
-  pre.writeUInt32LE(payload?.length ?? 0, 4);
-  return payload ? Buffer.concat([pre, hb, payload]) : Buffer.concat([pre, hb]);
+  const out = Buffer.allocUnsafe(8 + hb.length);
+  out.writeUInt32LE(hb.length, 0);
+  out.writeUInt32LE(payloadBytes, 4);
+  hb.copy(out, 8);
+  return out;
+}
+
+/** A frame without payload. */
+export function frame(h: Header): Buffer {
+  return frameHeader(h);
+}
+
+/** Writes a frame with a payload: the header, then the payload as it is (no copy into one buffer). */
+export function writeFrame(socket: { write(b: Uint8Array): boolean }, h: Header, payload: Uint8Array): void {
+  socket.write(frameHeader(h, payload.length));
+  socket.write(payload);
 }
 
 /** Splits a byte stream into frames (chunks are joined only once a whole frame is there). */
