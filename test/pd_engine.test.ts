@@ -112,17 +112,39 @@ test('PD in-process: the decode engine\'s fatal error fails the request waiting 
   assert.equal(alloc.availableSize(), alloc.size, 'KV leaked by the fatal path');
 });
 
-test('PD with speculative decoding is refused at start-up, saying what SGLang\'s prefill server sends that tsglang does not carry', async (t) => {
+test('PD with EAGLE (2,1,3) on both sides (demo DeepSeek-V3.2, trained MTP): the draft KV and state travel with the KV; tokens and verify / accept counts equal a single EAGLE engine; STANDALONE refused', { timeout: 600_000 }, async (t) => {
   const { mkdtempSync, rmSync } = await import('node:fs');
   const { tmpdir } = await import('node:os');
   const { join } = await import('node:path');
   const { run: makeTiny } = await import('../src/cli/make_tiny.js');
   const dir = mkdtempSync(join(tmpdir(), 'tsglang-pd-spec-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
-  assert.equal(await makeTiny(['--arch', 'deepseek-v32', '--out', dir, '--num-shards', '1']), 0);
+  assert.equal(await makeTiny(['--preset', 'demo', '--arch', 'deepseek-v32', '--out', dir]), 0);
+  const eagle = { modelPath: dir, useWorkerThread: false, numThreads: 1, maxTotalTokens: 4096, contextLength: 1024, logLevel: 'error', speculativeAlgorithm: 'EAGLE', speculativeNumSteps: 2, speculativeEagleTopk: 1, speculativeNumDraftTokens: 3 } as const;
+  const texts = ['What is the weather in Paris?', 'What is 2 + 3?'].map((q) => `<｜begin▁of▁sentence｜><｜User｜>${q}<｜Assistant｜></think>`);
+  const spp = { temperature: 0, maxNewTokens: 24, ignoreEos: true };
+  const one = await Engine.create({ ...eagle });
+  const want = await Promise.all(texts.map((text, i) => collect(one.generate({ rid: `one${i}`, text, samplingParams: spp }))));
+  await one.shutdown();
+  assert.ok(want.some((w) => (w.last.spec?.acceptedTokens ?? 0) > 0), 'the demo MTP accepts drafts');
   const bp = await freePort();
+  const pd = { host: '127.0.0.1', bootstrapPort: bp, transferBackend: 'tcp', decodeEnableRadixCache: false };
+  const p = await Engine.create({ ...eagle, disaggregation: { ...pd, mode: 'prefill' } });
+  const d = await Engine.create({ ...eagle, disaggregation: { ...pd, mode: 'decode' } });
+  t.after(async () => { await p.shutdown(); await d.shutdown(); });
+  const got = await Promise.all(texts.map(async (text, i) => {
+    const bootstrap = [{ host: '127.0.0.1', port: bp, room: room++ }];
+    const [, dec] = await Promise.all([collect(p.generate({ rid: `p${i}`, text, samplingParams: spp, bootstrap })), collect(d.generate({ rid: `d${i}`, text, samplingParams: spp, bootstrap }))]);
+    return dec;
+  }));
+  got.forEach((g, i) => {
+    assert.deepEqual(g.ids, want[i].ids, `prompt ${i}: tokens`);
+    assert.deepEqual(g.last.spec, want[i].last.spec, `prompt ${i}: verify / accept counts (the draft state arrived)`);
+  });
+  assert.equal((await d.getLoad()).disaggregation?.numPrefillSteps, 0);
+  // STANDALONE has no draft state to send: refused with the reason
   await assert.rejects(
-    Engine.create({ modelPath: dir, useWorkerThread: false, maxTotalTokens: 1024, speculativeAlgorithm: 'EAGLE', disaggregation: { mode: 'decode', host: '127.0.0.1', bootstrapPort: bp, transferBackend: 'tcp', decodeEnableRadixCache: false } }),
-    /--disaggregation-mode decode with --speculative-algorithm is not built: SGLang's prefill server also runs the draft model and sends, with the KV \(target and draft\), the draft state of the last prompt position/,
+    Engine.create({ ...eagle, speculativeAlgorithm: 'STANDALONE', speculativeDraftModelPath: dir, disaggregation: { ...pd, bootstrapPort: await freePort(), mode: 'decode' } }),
+    /--disaggregation-mode decode with --speculative-algorithm STANDALONE is not built: PD carries EAGLE's draft state/,
   );
 });

@@ -16,6 +16,7 @@ import { KVPoll, type DisaggEnv } from './kv_poll.js';
 import { DecodeKVManager, type DecodeKVManagerLike, type KVReceiverLike } from './kv_receiver.js';
 import { PrefillDirectory, type PrefillInfo } from './prefill_directory.js';
 import { kvTransferError } from './transfer_frames.js';
+import { DraftKv } from './draft_kv.js';
 import type { UcxAddon } from './ucx_addon.js';
 import { PollTimer } from './poll_timer.js';
 
@@ -31,6 +32,8 @@ interface Entry {
   sentMs: number;
   /** Some chunk came by UCX put. */
   viaUcx: boolean;
+  /** Draft-model tokens written (speculative decoding). */
+  draftTokens: number;
 }
 
 /** Counters of the decode role (metrics and tests). */
@@ -75,6 +78,8 @@ export class DecodeLoop {
   private readonly env: DisaggEnv;
   private readonly kick: () => void;
   private readonly logger: Logger;
+  /** Speculative decoding: this side's draft pool (the prefill side sends its draft rows and state). */
+  private readonly draft: DraftKv | null;
 
   /** @throws Error from UCX when its worker or staging region cannot be set up */
   constructor(o: DecodeLoopOptions) {
@@ -83,6 +88,7 @@ export class DecodeLoop {
     this.env = o.env;
     this.kick = o.kick;
     this.logger = o.logger;
+    this.draft = o.scheduler.spec ? new DraftKv(o.scheduler.spec) : null;
     this.kvm = o.backend === 'fake' ? new FakeDecodeKVManager() : new DecodeKVManager(() => this.kick(), o.ucx ?? null, undefined, o.ucxSettings ?? {});
     const check = (info: PrefillInfo): string | null => {
       if (info.pageSize !== null && info.pageSize !== o.pageSize) return `Page size mismatch: prefill server has page_size=${info.pageSize}, but decode server has page_size=${o.pageSize}. Both servers must use the same --page-size value.`;
@@ -108,7 +114,7 @@ export class DecodeLoop {
     }
     // a constrained request's grammar compiles while its KV travels (SGLang's decode grammar queue)
     if (req.grammar && this.scheduler.grammar) this.scheduler.grammar.open(req.rid, req.grammar, req.requireReasoning);
-    const e: Entry = { req, bootstrap: b, addr: `${b.host}:${b.port ?? ''}`, createdMs: Date.now(), receiver: null, endpoint: null, sentMs: 0, viaUcx: false };
+    const e: Entry = { req, bootstrap: b, addr: `${b.host}:${b.port ?? ''}`, createdMs: Date.now(), receiver: null, endpoint: null, sentMs: 0, viaUcx: false, draftTokens: 0 };
     this.entries.set(req.rid, e);
     if (b.port === null && this.kvm.backend !== 'fake') {
       this.fail(e, 'the request has no bootstrap port (the router was given `none`)');
@@ -184,6 +190,11 @@ export class DecodeLoop {
       try {
         for (const c of r.takeChunks()) {
           const locs = this.scheduler.mem.reqToTokenPool.read(e.req.reqPoolIdx, c.start, c.start + c.count);
+          if (c.draft) {
+            if (this.draft) this.draft.write(locs, c.data);
+            e.draftTokens += c.count;
+            continue;
+          }
           this.kv.write(locs, c.data);
           this.stats.chunksReceived++;
           this.stats.bytesReceived += c.data.length;
@@ -241,7 +252,10 @@ export class DecodeLoop {
     e.endpoint = endpoint;
     e.receiver = this.kvm.createReceiver(endpoint, e.bootstrap.room);
     const layout = this.kv.layout;
-    this.kvm.init(e.receiver, { room: e.bootstrap.room, numTokens: n, layout: layout.fingerprint, bytesPerToken: layout.bytesPerToken, ...(info ? { decodeTp: this.dir.targets(info) } : {}) });
+    this.kvm.init(e.receiver, {
+      room: e.bootstrap.room, numTokens: n, layout: layout.fingerprint, bytesPerToken: layout.bytesPerToken, ...(info ? { decodeTp: this.dir.targets(info) } : {}),
+      ...(this.draft ? { draft: { layout: this.draft.fingerprint, bytesPerToken: this.draft.bytesPerToken } } : {}),
+    });
     return true;
   }
 
@@ -252,6 +266,10 @@ export class DecodeLoop {
     const req = e.req;
     if (aux.room !== e.bootstrap.room) {
       this.fail(e, `Metadata corruption detected: room ${aux.room} != ${e.bootstrap.room}`);
+      return true;
+    }
+    if (this.draft && this.kvm.backend !== 'fake' && (!aux.draft || e.draftTokens !== req.originInputIds.length)) {
+      this.fail(e, `the prefill server sent no draft KV and state for speculative decoding (${e.draftTokens} of ${req.originInputIds.length} draft rows): run it with the same --speculative-algorithm and draft model as the decode server`);
       return true;
     }
     const g = req.grammar ? this.scheduler.grammar : null;
@@ -272,6 +290,7 @@ export class DecodeLoop {
     this.stats.transfers++;
     if (e.viaUcx) this.stats.ucxTransfers++;
     const n = req.originInputIds.length;
+    if (this.draft && aux.draft) DraftKv.install(req, aux.draft);
     if (this.kvm.backend !== 'fake') this.kv.recordDigest(e.bootstrap.room, this.scheduler.mem.reqToTokenPool.read(req.reqPoolIdx, 0, n));
     req.kvCommittedLen = n;
     req.cachedTokens = aux.cachedTokens;

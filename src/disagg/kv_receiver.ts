@@ -16,6 +16,8 @@ export interface KvChunk {
   readonly data: Uint8Array;
   /** Arrived by UCX put (in the staging region) rather than over the connection. */
   readonly viaUcx: boolean;
+  /** The draft model's rows (speculative decoding), not the target's. */
+  readonly draft?: boolean;
 }
 
 /** What the decode loop needs of a receiver (tcp/ucx here, fake_transfer.ts). */
@@ -66,7 +68,7 @@ export class KVReceiver implements KVReceiverLike {
   push(c: KvChunk): void {
     if (this.state === KVPoll.Failed || this.state === KVPoll.Success) return;
     this.chunks.push(c);
-    this.receivedTokens += c.count;
+    if (!c.draft) this.receivedTokens += c.count;
     if (this.state === KVPoll.WaitingForInput) this.state = KVPoll.Transferring;
   }
   fail(message: string): void {
@@ -128,7 +130,7 @@ export class DecodeKVManager implements DecodeKVManagerLike {
           this.ucxChunks++;
         } else data = payload;
         this.bytesReceived += data.length;
-        r.push({ start: h.start, count: h.count, data, viaUcx: h.ucx === true });
+        r.push({ start: h.start, count: h.count, data, viaUcx: h.ucx === true, ...(h.draft ? { draft: true } : {}) });
       } else if (h.type === 'done') {
         const r = this.receivers.get(h.aux.room);
         if (!r) return;

@@ -23,8 +23,8 @@ export interface KVSenderLike {
   /** Chunks sent. */
   readonly chunks: number;
   poll(): KVPollState;
-  /** Ships the rows (wire layout) of tokens [start, start + count). */
-  sendChunk(payload: Uint8Array, start: number, count: number): void;
+  /** Ships the rows (wire layout) of tokens [start, start + count); `draft`: the draft model's rows (over TCP). */
+  sendChunk(payload: Uint8Array, start: number, count: number, draft?: boolean): void;
   /** Sends the aux data after every chunk; Success once it is out. */
   finish(aux: AuxData): void;
   /** Fails the room and tells the decode side. */
@@ -60,7 +60,7 @@ export class KVSender implements KVSenderLike {
     return this.state;
   }
 
-  sendChunk(payload: Uint8Array, start: number, count: number): void {
+  sendChunk(payload: Uint8Array, start: number, count: number, draft = false): void {
     const s = this.socket;
     const dst = this.dst;
     if (this.state === KVPoll.Failed || this.state === KVPoll.Success) return;
@@ -69,6 +69,11 @@ export class KVSender implements KVSenderLike {
       return;
     }
     this.state = KVPoll.Transferring;
+    if (draft) {
+      // (over the connection: the staging slot holds the target rows only; 'done' follows every chunk)
+      writeFrame(s, { type: 'kv', room: this.room, start, count, draft: true }, payload);
+      return;
+    }
     this.chunks++;
     const u = this.ucx;
     const off = start * dst.bytesPerToken;

@@ -14,6 +14,7 @@ import type { GroupKv } from './kv_io.js';
 import { KVPoll, type DisaggEnv } from './kv_poll.js';
 import { PrefillKVManager, type KVSenderLike, type PrefillKVManagerLike } from './kv_sender.js';
 import { kvTransferError } from './transfer_frames.js';
+import { DraftKv } from './draft_kv.js';
 import type { UcxAddon } from './ucx_addon.js';
 import { PollTimer } from './poll_timer.js';
 
@@ -64,6 +65,8 @@ export class PrefillLoop {
   readonly stats: PrefillStats = { numBootstrapQueueReqs: 0, numInflightQueueReqs: 0, transfers: 0, failedTransfers: 0, bytesSent: 0, tokensSent: 0, chunksSent: 0, ucxTransfers: 0 };
   /** Socket events wake the loop themselves; this timer notices the bootstrap timeout. */
   private readonly pollTimer = new PollTimer(50, () => this.entries.size > 0, () => this.kick());
+  /** Speculative decoding: the draft pool whose rows (and the draft state) follow the target KV. */
+  private readonly draft: DraftKv | null;
 
   private constructor(
     private readonly scheduler: Scheduler,
@@ -76,6 +79,9 @@ export class PrefillLoop {
   ) {
     scheduler.prefillFinished = (req) => this.onFinished(req);
     scheduler.prefillChunkDone = (req) => this.onChunk(req);
+    this.draft = scheduler.spec ? new DraftKv(scheduler.spec) : null;
+    // a PD request finishes with its first token: its draft extend still runs (its state goes to the decode side)
+    if (scheduler.spec) scheduler.spec.keepDraftOf = (req) => this.entries.has(req.rid);
   }
 
   /**
@@ -171,10 +177,22 @@ export class PrefillLoop {
   private onFinished(req: Req): void {
     const e = this.entries.get(req.rid);
     if (!e || req.finishReason?.type === 'abort') return;
-    this.sendRows(e, req, req.originInputIds.length);
-    this.kv.recordDigest(e.room, this.scheduler.mem.reqToTokenPool.read(req.reqPoolIdx, 0, req.originInputIds.length));
+    const n = req.originInputIds.length;
+    this.sendRows(e, req, n);
+    const locs = this.scheduler.mem.reqToTokenPool.read(req.reqPoolIdx, 0, n);
+    this.kv.recordDigest(e.room, locs);
+    // speculative decoding on both sides: the draft model's rows of the prompt and its state
+    const wantsDraft = this.draft !== null && e.sender.dst?.draft?.layout === this.draft.fingerprint;
+    if (wantsDraft) {
+      const rows = this.draft!.read(locs);
+      e.sender.sendChunk(rows, 0, n, true);
+      this.stats.bytesSent += rows.length;
+    }
     const lp = req.returnLogprob && req.outputTokenLogprobs.length > 0 ? req.outputTokenLogprobs[0] : null;
-    e.sender.finish({ room: e.room, firstTokenId: req.outputIds[0] ?? -1, outputTokenLogprob: lp, outputTopLogprobs: lp ? req.outputTopLogprobs[0] ?? null : null, cachedTokens: req.cachedTokens });
+    e.sender.finish({
+      room: e.room, firstTokenId: req.outputIds[0] ?? -1, outputTokenLogprob: lp, outputTopLogprobs: lp ? req.outputTopLogprobs[0] ?? null : null, cachedTokens: req.cachedTokens,
+      ...(wantsDraft ? { draft: DraftKv.stateOf(req) } : {}),
+    });
     e.finished = true;
   }
 

@@ -1,3 +1,5 @@
+import type { DraftState } from './draft_kv.js';
+
 // The PD transfer connection's messages (one TCP connection from a decode group to a prefill group's transfer
 // endpoint, rooms multiplexed on it). Frames: [u32 header bytes][u32 payload bytes][JSON header][payload].
 //   decode → prefill: hello (the decode side's UCX worker address, staging region and rkey), dst (a room's
@@ -26,6 +28,8 @@ export interface Destination {
   readonly ucx?: { readonly offset: number; readonly length: number };
   /** The decode group's attn_tp size and each rank's prefill targets. */
   readonly decodeTp?: { readonly attnTpSize: number; readonly ranks: readonly DecodeRankTargets[] };
+  /** Speculative decoding on the decode side: its draft pool's fingerprint and row bytes (draft_kv.ts). */
+  readonly draft?: { readonly layout: string; readonly bytesPerToken: number };
 }
 
 /** What the prefill side sends after the KV (SGLang's aux buffer: first token, its logprob, the room check). */
@@ -37,12 +41,14 @@ export interface AuxData {
   readonly outputTopLogprobs?: [number, number][] | null;
   /** Prompt tokens the prefill side found in its prefix cache. */
   readonly cachedTokens: number;
+  /** Speculative decoding: the draft state of the last prompt position (draft_kv.ts). */
+  readonly draft?: DraftState | null;
 }
 
 export type Header =
   | { type: 'hello'; ucx: { address: string; rkey: string; base: string } }
   | { type: 'dst'; dst: Destination }
-  | { type: 'kv'; room: number; start: number; count: number; ucx?: boolean }
+  | { type: 'kv'; room: number; start: number; count: number; ucx?: boolean; draft?: boolean }
   | { type: 'done'; aux: AuxData }
   | { type: 'fail'; room: number; message: string };
 

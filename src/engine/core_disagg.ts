@@ -33,11 +33,10 @@ export class CoreDisagg {
    *   speculative decoding
    */
   constructor(private readonly opts: DisaggregationOptions, private readonly scheduler: Scheduler, private readonly kvCacheDtype: string, private readonly placement: CoreDisaggPlacement, private readonly kick: () => void, private readonly logger: Logger) {
-    if (scheduler.spec) {
+    if (scheduler.spec && !scheduler.spec.draft.needsHidden) {
       throw new UnsupportedFeatureError(
-        `--disaggregation-mode ${opts.mode} with --speculative-algorithm is not built: SGLang's prefill server also runs the draft model and sends, ` +
-        'with the KV (target and draft), the draft state of the last prompt position (its hidden states and the draft\'s top-k tokens and probabilities), ' +
-        'from which the decode server starts drafting; tsglang\'s KV transfer carries neither the draft KV nor that state yet. Run both servers without --speculative-algorithm.',
+        `--disaggregation-mode ${opts.mode} with --speculative-algorithm STANDALONE is not built: PD carries EAGLE's draft state (SGLang's ` +
+        'topk_p / topk_index / hidden states of the last prompt position and the draft KV); use --speculative-algorithm EAGLE (or NEXTN) on both servers.',
       );
     }
     this.backend = resolveTransferBackend(opts.transferBackend);

@@ -36,6 +36,12 @@ export class SpecDecoder {
    * @param draft the draft model and its pool
    * @param targetMaxLocs the target pool's maxLocs
    */
+  /**
+   * PD prefill (disagg/draft_kv.ts): requests that get their draft extend although the step finished them (a PD
+   * request's prefill ends with its first token; its draft KV and state go to the decode server). Null outside PD.
+   */
+  keepDraftOf: ((req: Req) => boolean) | null = null;
+
   constructor(readonly cfg: SpecConfig, readonly draft: DraftModel, targetMaxLocs: number) {
     this.valid = draft.algorithm === 'STANDALONE' ? new Uint8Array(targetMaxLocs) : null;
   }
@@ -88,7 +94,7 @@ export class SpecDecoder {
       const req = it.req;
       const a = req.kvCommittedLen - it.n; // first position computed this step
       const b = req.kvCommittedLen;
-      if (!req.isFinished) {
+      if (!req.isFinished || this.keepDraftOf?.(req)) {
         const fill = req.fillIds();
         if (this.draft.needsHidden) {
           assert(hidden !== undefined, 'speculative: the target returned no hidden states for the draft');
