@@ -36,8 +36,8 @@ function core(text: string): unknown {
 /** Sends every body through the router (concurrently) and to the single server; compares; checks the PD counters. */
 async function check(pair: PdPair, singleBase: string, label: string): Promise<void> {
   const [viaPd, single] = await Promise.all([
-    Promise.all(BODIES.map((b) => postJson(pair.router.base, '/generate', b))),
-    Promise.all(BODIES.map((b) => postJson(singleBase, '/generate', b))),
+    Promise.all(BODIES.map((b) => postJson(pair.router.base, '/generate', b, 600_000))),
+    Promise.all(BODIES.map((b) => postJson(singleBase, '/generate', b, 600_000))),
   ]);
   viaPd.forEach((r, i) => {
     assert.equal(r.status, 200, `${label} request ${i}: ${r.text}\nrouter:\n${pair.router.log().slice(-1500)}\ndecode:\n${pair.decode.stderr().slice(-3000)}\nprefill:\n${pair.prefill.stderr().slice(-3000)}`);
@@ -55,7 +55,7 @@ async function check(pair: PdPair, singleBase: string, label: string): Promise<v
 
 const common = ['--host', '127.0.0.1', '--max-total-tokens', '4096'];
 
-test('PD with different TP sizes (MiniMax, 2 KV heads): prefill tp 2 -> decode tp 1; prefill tp 2 dp 2 with dp-attention -> decode tp 2: greedy outputs equal a tp 1 server', { timeout: 900_000 }, async (t) => {
+test('PD with different TP sizes (MiniMax, 2 KV heads): prefill tp 2 -> decode tp 1; prefill tp 2 dp 2 with dp-attention -> decode tp 2: greedy outputs equal a tp 1 server', { timeout: 1_500_000 }, async (t) => {
   const stops: (() => Promise<unknown>)[] = [];
   t.after(async () => { for (const s of stops.reverse()) await s().catch(() => undefined); });
   const single = await startServe([...common, '--num-threads', '1']);
@@ -78,7 +78,10 @@ test('PD with different TP sizes (MiniMax, 2 KV heads): prefill tp 2 -> decode t
   assert.equal(db.disaggregation?.['attn_tp_size'], 2);
 });
 
-test('the DeepSeek-V3.2 page\'s PD commands as written: --tp 8 --dp 8 --enable-dp-attention --dist-init-addr --trust-remote-code --mem-fraction-static 0.9 on both sides; greedy outputs equal a tp 1 server', { timeout: 900_000 }, async (t) => {
+// opt-in (TSGLANG_TEST_PD_SEED=1): 16 attention-DP groups in two servers plus a reference server take minutes on 2 cores
+const SEED = process.env['TSGLANG_TEST_PD_SEED'] === '1' ? false : 'opt-in: set TSGLANG_TEST_PD_SEED=1 (two --tp 8 --dp 8 servers: minutes on a 2-core machine)';
+
+test('the DeepSeek-V3.2 page\'s PD commands as written: --tp 8 --dp 8 --enable-dp-attention --dist-init-addr --trust-remote-code --mem-fraction-static 0.9 on both sides; greedy outputs equal a tp 1 server', { timeout: 1_500_000, skip: SEED }, async (t) => {
   const stops: (() => Promise<unknown>)[] = [];
   t.after(async () => { for (const s of stops.reverse()) await s().catch(() => undefined); });
   const dir = mkdtempSync(join(tmpdir(), 'tsglang-pd-seed-'));

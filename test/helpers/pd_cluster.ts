@@ -70,7 +70,7 @@ export async function startPdPair(prefillFlags: readonly string[], decodeFlags: 
 }
 
 /** POSTs JSON. @returns status and body text */
-export async function postJson(base: string, path: string, body: unknown, timeoutMs = 120_000): Promise<{ status: number; text: string }> {
+export async function postJson(base: string, path: string, body: unknown, timeoutMs = 600_000): Promise<{ status: number; text: string }> {
   const r = await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal: AbortSignal.timeout(timeoutMs) });
   return { status: r.status, text: await r.text() };
 }
