@@ -219,7 +219,7 @@ export const SERVER_FLAGS: readonly FlagSpec[] = [
   { name: 'speculative-accept-threshold-acc', key: 'speculativeAcceptThresholdAcc', type: 'float', default: 1.0, help: 'divides the accumulated target probability the coin is compared with' },
   { name: 'disaggregation-mode', key: 'disaggregationMode', type: 'str', default: 'null', choices: ['null', 'prefill', 'decode'], help: 'PD disaggregation role' },
   { name: 'disaggregation-bootstrap-port', key: 'disaggregationBootstrapPort', type: 'int', default: 8998, help: 'bootstrap port of a prefill server' },
-  { name: 'disaggregation-transfer-backend', key: 'disaggregationTransferBackend', type: 'str', default: 'null', choices: ['null', 'mooncake', 'nixl', 'ascend', 'mori', 'mooncake_tcp', 'fake', 'tcp', 'ucx'], help: 'KV transfer backend: tcp (the default when not given), ucx (libucx-dev); SGLang\'s others are not available' },
+  { name: 'disaggregation-transfer-backend', key: 'disaggregationTransferBackend', type: 'str', default: 'null', choices: ['null', 'mooncake', 'nixl', 'ascend', 'mori', 'mooncake_tcp', 'fake', 'tcp', 'ucx'], help: 'KV transfer backend: ucx (libucx-dev; the default when its addon loads), tcp (else the default), fake (no transfer, for warm-up and tests); SGLang\'s mooncake, nixl, ascend, mori are not available' },
   { name: 'disaggregation-decode-enable-radix-cache', key: 'disaggregationDecodeEnableRadixCache', type: 'bool', default: false, help: 'keep a prefix cache on a decode server (off by default)' },
 ];
 
