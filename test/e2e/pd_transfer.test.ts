@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { run as makeTiny } from '../../src/cli/make_tiny.js';
 import { freePort, startServe, stopServe, type ServeChild } from '../../bench/serve_child.js';
 import { loadUcxAddon } from '../../src/disagg/index.js';
-import { groupStates, postJson } from '../helpers/pd_cluster.js';
+import { groupStates, postJson, postJsonFresh } from '../helpers/pd_cluster.js';
 
 const HAS_UCX = loadUcxAddon().addon !== null;
 let nextRoom = 1_000_000 + (process.pid % 1000) * 1000;
@@ -122,7 +122,8 @@ test('PD faults: transfer timeout, prefill killed before the transfer, prefill l
 
   // a transfer timeout, then the prefill server killed before the transfer
   const bp = await freePort();
-  const denv = { ...process.env, SGLANG_DISAGGREGATION_WAITING_TIMEOUT: '3', SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL: '600' };
+  // (6 s: long enough that the kill below is noticed before the timeout even under load, short enough for a test)
+  const denv = { ...process.env, SGLANG_DISAGGREGATION_WAITING_TIMEOUT: '6', SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL: '600' };
   const [prefill, decode] = await Promise.all([
     startServe([...flags, '--disaggregation-mode', 'prefill', '--disaggregation-bootstrap-port', String(bp)]),
     startServe([...flags, '--disaggregation-mode', 'decode'], 300_000, denv),
@@ -132,7 +133,9 @@ test('PD faults: transfer timeout, prefill killed before the transfer, prefill l
   assert.equal(warm.status, 200, warm.text);
 
   signal(prefill, 'SIGSTOP'); // its sockets stay open; nothing answers
-  const pStalled = postJson(prefill.base, '/generate', { ...body(1), bootstrap_host: '127.0.0.1', bootstrap_port: bp, bootstrap_room: nextRoom }, 120_000).catch((e: Error) => ({ status: 0, text: e.message }));
+  // a connection of its own: a kept-alive one from the warm-up would be closed by the server's expired keep-alive
+  // timer when it resumes, before it reads this request (the client then sees "fetch failed")
+  const pStalled = postJsonFresh(prefill.base, '/generate', { ...body(1), bootstrap_host: '127.0.0.1', bootstrap_port: bp, bootstrap_room: nextRoom }, 120_000).catch((e: Error) => ({ status: 0, text: e.message }));
   const d1 = await postJson(decode.base, '/generate', { ...body(1), bootstrap_host: '127.0.0.1', bootstrap_port: bp, bootstrap_room: nextRoom++ });
   assert.equal(d1.status, 500, d1.text);
   assert.match(d1.text, /Decode transfer failed for request rank=0 decode_req\.req\.rid='[^']+' decode_req\.req\.bootstrap_room=\d+ with exception KVTransferError\(bootstrap_room=\d+\): Request \d+ timed out after \d+\.\ds in KVPoll\.WaitingForInput/);
@@ -147,7 +150,9 @@ test('PD faults: transfer timeout, prefill killed before the transfer, prefill l
 
   signal(prefill, 'SIGSTOP');
   const d2p = postJson(decode.base, '/generate', { ...body(2), bootstrap_host: '127.0.0.1', bootstrap_port: bp, bootstrap_room: nextRoom++ });
-  await new Promise((r) => setTimeout(r, 1000)); // the destination is on its way
+  // killed once the destination is on its way (the request is in the decode transfer queue), not after a fixed sleep
+  // that can outlast the waiting timeout under load
+  for (let i = 0; i < 600 && Number((await groupStates(decode.base))[0].disaggregation?.['num_transfer_queue_reqs']) !== 1; i++) await new Promise((r) => setTimeout(r, 50));
   signal(prefill, 'SIGKILL');
   const d2 = await d2p;
   assert.equal(d2.status, 500, d2.text);

@@ -2,6 +2,7 @@
 // `tsglang router --pd-disaggregation`, all on free loopback ports (or the addresses given), and the readings the
 // tests compare: /get_server_info's per-group PD counters and KV pool usage.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { request } from 'node:http';
 import { freePort, startServe, stopServe, type ServeChild } from '../../bench/serve_child.js';
 import { TSGLANG_BIN } from './paths.js';
 
@@ -73,6 +74,27 @@ export async function startPdPair(prefillFlags: readonly string[], decodeFlags: 
 export async function postJson(base: string, path: string, body: unknown, timeoutMs = 600_000): Promise<{ status: number; text: string }> {
   const r = await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal: AbortSignal.timeout(timeoutMs) });
   return { status: r.status, text: await r.text() };
+}
+
+/**
+ * POSTs JSON over a connection of its own (no keep-alive pool), for a server that is stopped (SIGSTOP) and resumed: a
+ * pooled connection may be closed by the server's expired keep-alive timer before it reads the request.
+ * @returns status and body text; status 0 and the error's message when the request fails or times out
+ */
+export function postJsonFresh(base: string, path: string, body: unknown, timeoutMs = 600_000): Promise<{ status: number; text: string }> {
+  return new Promise((resolve) => {
+    const data = Buffer.from(JSON.stringify(body));
+    const req = request(`${base}${path}`, { method: 'POST', agent: false, headers: { 'content-type': 'application/json', 'content-length': data.length, connection: 'close' }, timeout: timeoutMs }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => { text += d; });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      res.on('error', (e) => resolve({ status: 0, text: e.message }));
+    });
+    req.on('timeout', () => req.destroy(new Error(`no answer in ${timeoutMs} ms`)));
+    req.on('error', (e) => resolve({ status: 0, text: e.message }));
+    req.end(data);
+  });
 }
 
 /** One DP group's state from /get_server_info (internal_states[g]). */
