@@ -33,13 +33,28 @@ export const UCX_PACKAGE = 'libucx-dev';
 let cached: { addon: UcxAddon | null; reason: string | null } | undefined;
 
 /**
- * The UCX addon, loaded once per thread; never throws. $TSGLANG_UCX_ADDON overrides the path.
+ * UCX settings the process needs before libucm loads (it reads them then): UCX_MEM_EVENTS=no, unless the environment
+ * sets it. With memory events on, libucm rewrites the first instructions of libc's mmap / munmap / madvise / brk when
+ * the library loads (bistro hooks), while V8's GC and libuv threads may be executing them, and every later munmap of
+ * the process goes through UCX. tcp and shared memory need no registration cache; on RDMA each put then registers its
+ * source buffer (the payloads are fresh buffers anyway). Applies to the C environment only on the main thread.
+ */
+export function setUcxProcessEnv(env: NodeJS.ProcessEnv = process.env): void {
+  if (env['UCX_MEM_EVENTS'] === undefined) env['UCX_MEM_EVENTS'] = 'no';
+}
+
+/**
+ * The UCX addon, loaded once per thread; never throws. $TSGLANG_UCX_ADDON overrides the path. Call it on the main
+ * thread first (Engine.create does for PD servers): the library loads once per process, and setUcxProcessEnv's
+ * settings reach it only from there. Loading it also gives the signal handlers libucs installs back to Node's
+ * (native/ucx/src/ucx_addon.cc).
  * @returns the functions, or null with the reason
  */
 export function loadUcxAddon(): { addon: UcxAddon | null; reason: string | null } {
   if (cached) return cached;
   const path = process.env['TSGLANG_UCX_ADDON'] || fileURLToPath(new URL('../../../native/ucx/build/Release/dist_ucx.node', import.meta.url));
   if (!existsSync(path)) return (cached = { addon: null, reason: `the UCX addon is not built (${path} missing; install ${UCX_PACKAGE} — apt-get install ${UCX_PACKAGE} — then npm run build:native)` });
+  setUcxProcessEnv();
   try {
     const mod = createRequire(import.meta.url)(path) as Partial<UcxAddon>;
     if (typeof mod.ucxCreateWorker !== 'function') return (cached = { addon: null, reason: `${path} is not tsglang's UCX addon` });

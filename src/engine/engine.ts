@@ -24,7 +24,7 @@ import type { CoreOutput, FromCoreMsg } from './messages.js';
 import { TokenizerManager, type PreparedRequest } from './tokenizer_manager.js';
 import { TokenizerWorker } from './tokenizer_worker.js';
 import { DpControllerTransport } from './dp_controller.js';
-import { BootstrapServer } from '../disagg/index.js';
+import { BootstrapServer, loadUcxAddon } from '../disagg/index.js';
 import { InProcessTransport, WorkerTransport, type CoreTransport } from './transport.js';
 import type { EngineApi, EngineInfo, EngineLoad, EngineOptions, GenerateOutput, GenerateRequest, ProfileReply, ProfileRequest } from './types.js';
 
@@ -121,6 +121,9 @@ export class Engine implements EngineApi {
     // PD prefill: the bootstrap server runs here, on the HTTP side (SGLang starts it with the HTTP server); every
     // prefill group's ranks register with it (PUT /route) as their core starts
     const pd = options.disaggregation;
+    // the UCX addon is loaded here, on the main thread, before any core: its loader's process-wide UCX settings
+    // (UCX_MEM_EVENTS=no) reach the C environment only from the main thread (a worker thread's process.env is a copy)
+    if (pd && pd.transferBackend !== 'tcp' && pd.transferBackend !== 'fake') loadUcxAddon();
     let bootstrap: BootstrapServer | null = null;
     if (pd?.mode === 'prefill') {
       bootstrap = new BootstrapServer();

@@ -15,6 +15,16 @@
 // is in use: when it is garbage-collected its progress thread stops (a receiver that stops progressing makes the
 // sender's TCP puts time out).
 //
+// Loading libucs into a running Node process has two side effects this addon and src/disagg/ucx_addon.ts undo:
+//   - libucs installs its own handlers for UCX_ERROR_SIGNALS (SEGV, BUS, ILL, FPE) and UCX_DEBUG_SIGNO at load, over
+//     Node's: a WebAssembly out-of-bounds access (a RuntimeError from Node's trap handler; the grammar backend runs
+//     WASM) then kills the process with UCX's backtrace instead. Init gives every signal whose handler lives in
+//     libucs back to the handler it replaced (ucs_debug_disable_signal), unless UCX_HANDLE_ERRORS is set in the
+//     environment (the user asked for UCX's crash handling).
+//   - libucm rewrites the first instructions of libc's mmap / munmap / madvise / brk at load (memory-event hooks,
+//     UCX_MEM_EVENTS) while V8's GC threads may be running them; the JS loader sets UCX_MEM_EVENTS=no before the first
+//     load (tcp and shared memory need no registration cache; on RDMA each put then registers its buffer).
+//
 //   ucxCreateWorker(settings?: {NAME: value}) → handle    ucxWorkerAddress(h) → Buffer
 //   ucxMapRegion(h, bytes) → { buffer: ArrayBuffer (the mapped memory), address: BigInt, rkey: Buffer }
 //   ucxStartProgress(h) / ucxStopProgress(h)  (receiver: progress thread)   ucxConnect(h, addressBuf) → endpoint id
@@ -23,7 +33,10 @@
 #include <node_api.h>
 #include <ucp/api/ucp.h>
 
+#include <dlfcn.h>
 #include <poll.h>
+#include <signal.h>
+#include <ucs/debug/debug.h>
 
 #include <cstdlib>
 #include <atomic>
@@ -415,7 +428,26 @@ napi_value Info(napi_env env, napi_callback_info) {
   return obj;
 }
 
+/**
+ * Gives back the signals libucs took when it loaded (its error and debug handlers) to the handlers it replaced
+ * (Node's), so that a fault is handled by Node: a WebAssembly trap stays a JS RuntimeError. Kept when the environment
+ * sets UCX_HANDLE_ERRORS (UCX's crash handling asked for).
+ */
+void restoreSignalHandlers() {
+  if (std::getenv("UCX_HANDLE_ERRORS") != nullptr) return;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction cur;
+    if (sigaction(sig, nullptr, &cur) != 0) continue;
+    void* h = (cur.sa_flags & SA_SIGINFO) ? reinterpret_cast<void*>(cur.sa_sigaction) : reinterpret_cast<void*>(cur.sa_handler);
+    if (h == reinterpret_cast<void*>(SIG_DFL) || h == reinterpret_cast<void*>(SIG_IGN)) continue;
+    Dl_info di;
+    if (dladdr(h, &di) != 0 && di.dli_fname != nullptr && std::strstr(di.dli_fname, "libucs") != nullptr) ucs_debug_disable_signal(sig);
+  }
+}
+
 napi_value Init(napi_env env, napi_value exports) {
+  // (once per process: the module's handlers are process-wide; a second thread loading the addon finds none left)
+  restoreSignalHandlers();
   napi_property_descriptor props[] = {
       {"ucxCreateWorker", nullptr, CreateWorker, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"ucxWorkerAddress", nullptr, WorkerAddress, nullptr, nullptr, nullptr, napi_default, nullptr},
