@@ -2,7 +2,8 @@
 // DeepSeek MLA latent + rope key with DSA indexer keys in SGLang's fp8_block rows), the wire layout between different
 // TP splits of the heads, SGLang's rank mapping, a 4 K-token prompt sent in chunks through each backend (tcp, ucx over
 // TCP, ucx over shared memory) arriving byte-identical at scattered decode locs for every layout, the fake backend's
-// states, a layout mismatch refused, the bootstrap server's routes and answers, the transfer-backend choice.
+// states, a layout mismatch refused, the bootstrap server's routes and answers, the transfer-backend choice; a failed
+// room's UCX staging slot held until no put into it can land.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setFlagsFromString } from 'node:v8';
@@ -221,6 +222,45 @@ for (const be of BACKENDS) test(`${be.name}: a 4 K-token prompt's KV, sent in 4 
     await until(() => waiting.poll() === KVPoll.Failed, 'the failure');
     assert.match(waiting.error ?? '', /connection to prefill transfer endpoint .* closed/);
   }
+});
+
+test('ucx: a room that did not succeed keeps its staging slot until the prefill side\'s last put into it ended (released), or a while after the connection closed', { skip: UCX.addon ? false : `UCX addon unavailable: ${UCX.reason}` }, async (t) => {
+  const STAGING = 64 * 2 ** 20;
+  const decode = new DecodeKVManager(() => undefined, UCX.addon, STAGING);
+  t.after(() => decode.close());
+  const prefill = new PrefillKVManager('L', () => undefined, UCX.addon);
+  const port = await prefill.listen('127.0.0.1');
+  const N = 4096;
+  const BPT = 8192; // 32 MiB: a put that takes a while
+  const sender = prefill.createSender(900);
+  const recv = decode.createReceiver(`127.0.0.1:${port}`, 900);
+  decode.init(recv, { room: 900, numTokens: N, layout: 'L', bytesPerToken: BPT });
+  assert.equal(decode.stagingAvailable, STAGING - N * BPT);
+  await until(() => sender.poll() === KVPoll.WaitingForInput, 'the destination');
+  let putEnded = -1;
+  sender.sendChunk(new Uint8Array(N * BPT).fill(7), 0, N);
+  void sender.settled().then(() => { putEnded = performance.now(); });
+  // the decode side gives up while the put runs: the slot stays taken until the prefill side says the put ended
+  decode.abort(recv, 'Aborted by AbortReq.');
+  decode.release(900);
+  assert.equal(decode.stagingAvailable, STAGING - N * BPT, 'the slot was handed back while a put into it could still land');
+  await until(() => decode.stagingAvailable === STAGING, 'the released answer');
+  assert.ok(putEnded >= 0, 'the slot was freed before the put into it ended');
+  assert.equal(sender.poll(), KVPoll.Failed);
+  prefill.release(900);
+  // a room whose connection closes: held for holdAfterCloseMs, then free
+  const saved = DecodeKVManager.holdAfterCloseMs;
+  DecodeKVManager.holdAfterCloseMs = 200;
+  t.after(() => { DecodeKVManager.holdAfterCloseMs = saved; });
+  prefill.createSender(901);
+  const r2 = decode.createReceiver(`127.0.0.1:${port}`, 901);
+  decode.init(r2, { room: 901, numTokens: 16, layout: 'L', bytesPerToken: BPT });
+  await prefill.close();
+  await until(() => r2.poll() === KVPoll.Failed, 'the failure');
+  decode.release(901);
+  assert.equal(decode.stagingAvailable, STAGING - 16 * BPT);
+  await until(() => decode.stagingAvailable === STAGING, 'the hold to end');
+  // a room that succeeded hands its slot back at once (covered above per backend: release after Success)
 });
 
 test('fake backend (SGLang): sender WaitingForInput at once, Success once finished; receiver WaitingForInput after init, then Success with no KV', () => {

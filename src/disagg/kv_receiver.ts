@@ -3,7 +3,10 @@
 // room's slot in this side's UCX-mapped staging region, which the prefill side puts into; the region's worker is
 // progressed on its own thread); each `kv` message hands the loop a chunk (token range) to write into the pool — the
 // TCP payload, or a view of the staging slot; `done` carries the aux data (Success). A connection that closes fails its
-// rooms; abort() tells the prefill side that this side gave up on a room.
+// rooms; abort() tells the prefill side that this side gave up on a room. The staging slot of a room that did not
+// succeed is held after release() until the prefill side answers `released` (its last put into it ended), or, when the
+// connection is gone, for longer than a put may run: a put still landing in a slot handed to another room would
+// corrupt that room's KV.
 import net from 'node:net';
 import { KVPoll, type KVPollState } from './kv_poll.js';
 import { frame, FrameReader, type AuxData, type Destination, type Header } from './transfer_frames.js';
@@ -51,6 +54,8 @@ export class KVReceiver implements KVReceiverLike {
   aux: AuxData | null = null;
   /** The staging slot its UCX chunks land in. */
   slot: { offset: number; length: number } | null = null;
+  /** The prefill side was told this side gave up on the room (a `fail` went out). */
+  notified = false;
   /** Tokens expected, and received so far. */
   numTokens = 0;
   receivedTokens = 0;
@@ -86,6 +91,10 @@ export class DecodeKVManager implements DecodeKVManagerLike {
   /** Payload bytes received, and the chunks that came by UCX put. */
   bytesReceived = 0;
   ucxChunks = 0;
+  /** Staging slots of released rooms that did not succeed, until the prefill side's `released` (or the grace timer). */
+  private readonly held = new Map<number, { addr: string; offset: number; length: number; timer: NodeJS.Timeout | null }>();
+  /** How long a slot is held once its connection is gone (longer than a put may run: ucxPut's 30 s timeout; tests shorten it). */
+  static holdAfterCloseMs = 35_000;
   /** The UCX worker and its staging region (held here: a collected worker stops progressing), or null (tcp). */
   private readonly staging: { addon: UcxAddon; worker: UcxWorker; hello: Header; view: Uint8Array; ranges: RangeAllocator } | null = null;
 
@@ -139,6 +148,9 @@ export class DecodeKVManager implements DecodeKVManagerLike {
         else if (r.state !== KVPoll.Failed) r.state = KVPoll.Success;
       } else if (h.type === 'fail') {
         this.receivers.get(h.room)?.fail(h.message);
+      } else if (h.type === 'released') {
+        this.freeHeld(h.room);
+        return;
       }
       this.onEvent();
     });
@@ -147,6 +159,7 @@ export class DecodeKVManager implements DecodeKVManagerLike {
     socket.on('close', () => {
       if (this.conns.get(addr) === socket) this.conns.delete(addr);
       for (const r of this.receivers.values()) if (r.addr === addr) r.fail(`connection to prefill transfer endpoint ${addr} closed`);
+      for (const [room, h] of this.held) if (h.addr === addr) this.holdAfterClose(room);
       this.onEvent();
     });
     this.conns.set(addr, socket);
@@ -174,15 +187,51 @@ export class DecodeKVManager implements DecodeKVManagerLike {
   abort(rr: KVReceiverLike, message: string): void {
     const r = rr as KVReceiver;
     const s = this.conns.get(r.addr);
-    if (s && !s.destroyed && r.state !== KVPoll.Success) s.write(frame({ type: 'fail', room: r.room, message }));
+    if (s && !s.destroyed && r.state !== KVPoll.Success) {
+      s.write(frame({ type: 'fail', room: r.room, message }));
+      r.notified = true;
+    }
     r.fail(message);
   }
 
-  /** Forgets a room (its staging slot is free again: call only after its chunks were written). */
+  /**
+   * Forgets a room (call only after its chunks were written). Its staging slot is free again at once when the room
+   * succeeded (every put was flushed before its `kv` message); else it is held until the prefill side answers that
+   * no put into it is running (the prefill side is told, if it was not yet).
+   */
   release(room: number): void {
     const r = this.receivers.get(room);
-    if (r?.slot && this.staging) this.staging.ranges.release(r.slot.offset, r.slot.length);
     this.receivers.delete(room);
+    if (!r?.slot || !this.staging) return;
+    if (r.state === KVPoll.Success) {
+      this.staging.ranges.release(r.slot.offset, r.slot.length);
+      return;
+    }
+    this.held.set(room, { addr: r.addr, offset: r.slot.offset, length: r.slot.length, timer: null });
+    const s = this.conns.get(r.addr);
+    if (!s || s.destroyed) this.holdAfterClose(room);
+    else if (!r.notified) s.write(frame({ type: 'fail', room, message: r.error ?? 'released by the decode side' }));
+  }
+
+  /** Staging bytes free (held slots are not). */
+  get stagingAvailable(): number {
+    return this.staging?.ranges.available ?? 0;
+  }
+
+  private freeHeld(room: number): void {
+    const h = this.held.get(room);
+    if (!h || !this.staging) return;
+    this.held.delete(room);
+    if (h.timer) clearTimeout(h.timer);
+    this.staging.ranges.release(h.offset, h.length);
+  }
+
+  /** The held slot's connection is gone: no answer will come; free it after a put's longest run. */
+  private holdAfterClose(room: number): void {
+    const h = this.held.get(room);
+    if (!h || h.timer) return;
+    h.timer = setTimeout(() => this.freeHeld(room), DecodeKVManager.holdAfterCloseMs);
+    h.timer.unref();
   }
 
   /** Connections to `addr` are dropped and their rooms failed (a prefill server declared dead). */
@@ -194,6 +243,8 @@ export class DecodeKVManager implements DecodeKVManagerLike {
   }
 
   close(): void {
+    for (const h of this.held.values()) if (h.timer) clearTimeout(h.timer);
+    this.held.clear();
     for (const s of this.conns.values()) s.destroy();
     this.conns.clear();
     // (an addon built before ucxStopProgress existed lacks it: its thread then ends with the process)

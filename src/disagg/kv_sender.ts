@@ -117,6 +117,11 @@ export class KVSender implements KVSenderLike {
     });
   }
 
+  /** Resolves once no UCX put of this room is running (a failed room starts none after the current one). */
+  settled(): Promise<void> {
+    return this.tail;
+  }
+
   abort(message: string): void {
     if (this.socket && !this.socket.destroyed && this.state !== KVPoll.Success && this.state !== KVPoll.Failed) {
       this.socket.write(frame({ type: 'fail', room: this.room, message }));
@@ -134,6 +139,8 @@ export class KVSender implements KVSenderLike {
 /** The transfer endpoint of one prefill group. */
 export class PrefillKVManager implements PrefillKVManagerLike {
   private readonly senders = new Map<number, KVSender>();
+  /** Released senders whose last UCX put is still running (the decode side's fail is answered when it ends). */
+  private readonly draining = new Map<number, KVSender>();
   /** Destinations that arrived before their request. */
   private readonly early = new Map<number, { dst: Destination; socket: net.Socket; at: number }>();
   /** Rooms the decode side gave up on before their request arrived. */
@@ -175,8 +182,14 @@ export class PrefillKVManager implements PrefillKVManagerLike {
           // the decode side gave up on the room (its waiting timeout, an abort): SGLang's abort notification
           const s = this.senders.get(h.room);
           if (s) s.fail(h.message);
-          else this.earlyFail.set(h.room, { message: h.message, at: Date.now() });
+          else if (!this.draining.has(h.room)) this.earlyFail.set(h.room, { message: h.message, at: Date.now() });
           this.early.delete(h.room);
+          // the decode side keeps the room's staging slot until no put into it can land: answered once the room's
+          // running put (if any) ended; the failed room starts no other
+          const last = s ?? this.draining.get(h.room);
+          const released = (): void => void (socket.destroyed || socket.write(frame({ type: 'released', room: h.room })));
+          if (last) void last.settled().then(released);
+          else released();
           this.onEvent();
           return;
         }
@@ -239,7 +252,12 @@ export class PrefillKVManager implements PrefillKVManagerLike {
   }
 
   release(room: number): void {
+    const s = this.senders.get(room);
     this.senders.delete(room);
+    if (s?.via === 'ucx') {
+      this.draining.set(room, s);
+      void s.settled().then(() => { if (this.draining.get(room) === s) this.draining.delete(room); });
+    }
   }
 
   close(): Promise<void> {

@@ -5,7 +5,9 @@ import type { DraftState } from './draft_kv.js';
 //   decode → prefill: hello (the decode side's UCX worker address, staging region and rkey), dst (a room's
 //     destination), fail (the decode side gave up on a room: SGLang's abort notification);
 //   prefill → decode: kv (a chunk's rows for tokens [start, start + count): the payload, or "already put by UCX"),
-//     done (the aux data: first token, its logprobs, the room), fail (the prefill side failed the room).
+//     done (the aux data: first token, its logprobs, the room), fail (the prefill side failed the room), released
+//     (answer to the decode side's fail: no UCX put into the room's staging slot is in flight or will follow, so the
+//     slot may be reused).
 
 /** A decode rank's part of SGLang's rank mapping, sent with the destination (rank_mapping.ts). */
 export interface DecodeRankTargets {
@@ -50,7 +52,8 @@ export type Header =
   | { type: 'dst'; dst: Destination }
   | { type: 'kv'; room: number; start: number; count: number; ucx?: boolean; draft?: boolean }
   | { type: 'done'; aux: AuxData }
-  | { type: 'fail'; room: number; message: string };
+  | { type: 'fail'; room: number; message: string }
+  | { type: 'released'; room: number };
 
 /** One frame's header bytes (lengths and JSON header), for a payload of `payloadBytes` that follows it. */
 export function frameHeader(h: Header, payloadBytes = 0): Buffer {
