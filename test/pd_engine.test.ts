@@ -4,7 +4,8 @@
 //     the decode answer equals a plain engine's, and the KV digests of both sides match;
 //   - the fake backend answers without a transfer;
 //   - the decode engine's fatal error (a model that breaks) fails the request still waiting for its KV and frees the
-//     KV it had allocated: the pool is 100 % free.
+//     KV it had allocated: the pool is 100 % free;
+//   - a request waiting for its KV that its client leaves or /abort_request ends frees its KV (both sides).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Engine, type EngineOptions, type GenerateOutput } from '../src/engine/index.js';
@@ -110,6 +111,52 @@ test('PD in-process: the decode engine\'s fatal error fails the request waiting 
   assert.match((o.last.finishReason as { message: string }).message, /The engine failed to run this request: the model broke \(test\)/);
   assert.equal(r.last.finishReason?.type, 'abort');
   assert.equal(alloc.availableSize(), alloc.size, 'KV leaked by the fatal path');
+});
+
+test('PD in-process: a request waiting for its KV that its client leaves (signal) or /abort_request ends frees the KV it allocated; the prefill side\'s waiting request too', async (t) => {
+  const { p, d, bp } = await pdEngines('tcp');
+  t.after(async () => { await p.shutdown(); await d.shutdown(); });
+  type Core = { transport: { core: { scheduler: { mem: { allocator: { availableSize(): number; size: number } } } } } };
+  const dAlloc = (d as unknown as Core).transport.core.scheduler.mem.allocator;
+  const pAlloc = (p as unknown as Core).transport.core.scheduler.mem.allocator;
+  const prompt = [9, 8, 7, 6, 5, 4, 3, 2, 1, 2, 3, 4];
+  const holding = async (what: string): Promise<void> => {
+    for (let i = 0; i < 500 && dAlloc.availableSize() > dAlloc.size - prompt.length; i++) await new Promise((r) => setTimeout(r, 10));
+    assert.ok(dAlloc.availableSize() <= dAlloc.size - prompt.length, `${what}: the waiting request holds its prompt's KV`);
+  };
+  const freed = async (what: string): Promise<void> => {
+    for (let i = 0; i < 500 && (dAlloc.availableSize() !== dAlloc.size || pAlloc.availableSize() !== pAlloc.size); i++) await new Promise((r) => setTimeout(r, 10));
+    assert.equal(dAlloc.availableSize(), dAlloc.size, `${what}: decode KV leaked`);
+    assert.equal(pAlloc.availableSize(), pAlloc.size, `${what}: prefill KV leaked`);
+  };
+  // the client leaves (its connection closes: the signal): the prefill side never got this room
+  const ac = new AbortController();
+  const left = collect(d.generate({ rid: 'left', inputIds: prompt, samplingParams: sp, bootstrap: [{ host: '127.0.0.1', port: bp, room: room++ }] }, ac.signal)).then((r) => r.ids.length, () => 0);
+  await holding('client disconnect');
+  ac.abort();
+  assert.equal(await left, 0, 'the abandoned request produced tokens');
+  await freed('client disconnect');
+  // /abort_request: SGLang's answer to an abort in the waiting queue
+  const aborted = collect(d.generate({ rid: 'abt', inputIds: prompt, samplingParams: sp, bootstrap: [{ host: '127.0.0.1', port: bp, room: room++ }] }));
+  await holding('/abort_request');
+  d.abort('abt');
+  const a = await aborted;
+  assert.equal(a.last.finishReason?.type, 'abort');
+  assert.deepEqual(a.ids, []);
+  await freed('/abort_request');
+  // the prefill side: a request waiting for its decode side's destination, its client leaving
+  const pac = new AbortController();
+  const pLeft = collect(p.generate({ rid: 'p-left', inputIds: prompt, samplingParams: sp, bootstrap: [{ host: '127.0.0.1', port: bp, room: room++ }] }, pac.signal)).then((r) => r.ids.length, () => 0);
+  await new Promise((r) => setTimeout(r, 100));
+  pac.abort();
+  assert.equal(await pLeft, 0);
+  await freed('prefill client disconnect');
+  // both still serve
+  const [, ok] = await both(p, d, bp, 'after', prompt);
+  assert.equal(ok.ids.length, sp.maxNewTokens);
+  // (the prefill side's radix cache now holds this prompt: only the decode side is back to 100 % free)
+  for (let i = 0; i < 500 && dAlloc.availableSize() !== dAlloc.size; i++) await new Promise((r) => setTimeout(r, 10));
+  assert.equal(dAlloc.availableSize(), dAlloc.size, 'after: decode KV leaked');
 });
 
 test('PD with EAGLE (2,1,3) on both sides (demo DeepSeek-V3.2, trained MTP): the draft KV and state travel with the KV; tokens and verify / accept counts equal a single EAGLE engine; STANDALONE refused', { timeout: 600_000 }, async (t) => {

@@ -104,6 +104,11 @@ export class DecodeLoop {
     if (b) this.pendingBootstrap.set(rid, b);
   }
 
+  /** The scheduler refused the request expect() saw (its bootstrap fields are dropped). */
+  forget(rid: string): void {
+    this.pendingBootstrap.delete(rid);
+  }
+
   /** The scheduler accepted a request (it is live, in no queue): it waits for its KV here. */
   private onAdmit(req: Req): void {
     const b = this.pendingBootstrap.get(req.rid);

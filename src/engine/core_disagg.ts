@@ -79,6 +79,7 @@ export class CoreDisagg {
   /** The scheduler refused a request admit() saw. */
   refused(rid: string): void {
     this.prefill?.forget(rid);
+    this.decode?.forget(rid);
   }
 
   /** Aborts a request the role holds (prefill: bootstrap queue; decode: waiting for its KV). @returns true if it was one */

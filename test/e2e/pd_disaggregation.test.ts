@@ -2,7 +2,7 @@
 // server (--disaggregation-mode prefill --disaggregation-bootstrap-port P), a decode server (--disaggregation-mode
 // decode) and `tsglang router --pd-disaggregation --prefill URL P --decode URL --host 127.0.0.1 --port R`, each its own
 // process, against a plain server: greedy outputs are identical for /generate (with prompt and top logprobs),
-// chat with n > 1 and streamed completions; the decode server ran no prefill forward and counts the KV it received;
+// chat with n > 1, streamed completions and constrained requests (regex, JSON schema); the decode server ran no prefill forward and counts the KV it received;
 // both pools are free afterwards. Then the prefill server is killed: the next request gets an error answer, no hang.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -93,6 +93,11 @@ test('PD on loopback: prefill + decode + router give the single server\'s greedy
     ['/generate', { text: ['Once upon a time', 'A B C D'], sampling_params: { max_new_tokens: 8, temperature: 0 } }],
     ['/v1/chat/completions', { model: 'default', messages: [{ role: 'user', content: 'Hi there' }], max_tokens: 10, temperature: 0, n: 2, logprobs: true, top_logprobs: 1 }],
     ['/v1/completions', { model: 'default', prompt: 'Hello, my name is', max_tokens: 10, temperature: 0 }],
+    // structured outputs through PD: the prefill side samples the first token under the grammar, the decode side
+    // compiles it while the KV travels and advances it by that token
+    ['/generate', { text: 'Answer yes or no: is the sky blue?', sampling_params: { max_new_tokens: 8, temperature: 0, regex: '(yes|no)[.!]' } }],
+    ['/v1/chat/completions', { model: 'default', messages: [{ role: 'user', content: 'A person as JSON' }], max_tokens: 24, temperature: 0,
+      response_format: { type: 'json_schema', json_schema: { name: 'p', schema: { type: 'object', properties: { name: { type: 'string', maxLength: 6 }, age: { type: 'integer' } }, required: ['name', 'age'] } } } }],
   ];
   for (const [path, body] of cases) {
     const [a, b] = await Promise.all([post(rPort, path, body), post(sPort, path, body)]);
@@ -125,7 +130,7 @@ test('PD on loopback: prefill + decode + router give the single server\'s greedy
   assert.equal(d['num_used_tokens'], 0, 'decode pool not free after the requests');
   assert.equal(p['num_used_tokens'], 0, 'prefill pool holds more than its prefix cache after the requests');
   const metrics = await (await fetch(`http://127.0.0.1:${mPort}/metrics`)).text();
-  assert.match(metrics, /sgl_router_pd_decode_requests_total\{worker="http:\/\/127\.0\.0\.1:\d+"\} 8\n/); // 4 cases, streamed and not
+  assert.match(metrics, new RegExp(`sgl_router_pd_decode_requests_total\\{worker="http://127\\.0\\.0\\.1:\\d+"\\} ${2 * cases.length}\n`)); // every case, streamed and not
 
   // the prefill server goes away: the decode side's transfer fails and the client gets an error, promptly
   prefill.child.kill('SIGKILL');
