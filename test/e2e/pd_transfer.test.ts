@@ -175,6 +175,8 @@ test('PD faults: transfer timeout, prefill killed before the transfer, prefill l
   assert.equal(h.status, 500, h.text);
   assert.match(h.text, /Decode transfer failed for request .* with exception KVTransferError\(bootstrap_room=\d+\): Lost connection with prefill instance \(bootstrap_addr: 127\.0\.0\.1:\d+\)/);
   assert.ok(Date.now() - t0 < 60_000, 'the lost prefill server was noticed too late');
+  // (the log line reaches this process through a pipe, possibly after the answer)
+  for (let i = 0; i < 200 && !/requests affected/.test(hd.stderr()); i++) await new Promise((r) => setTimeout(r, 50));
   assert.match(hd.stderr(), /Lost connection with prefill instance \(bootstrap_addr: 127\.0\.0\.1:\d+\), \d+ requests affected/);
   assert.equal((await decodeCounters(hd)).used, 0, 'decode pool not free after the heartbeat failure');
   signal(hp, 'SIGKILL');
