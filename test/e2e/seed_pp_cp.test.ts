@@ -8,10 +8,12 @@
 // node 1); inside each stage dp 1 with dp-attention is attn_tp = tp = 8, --enable-prefill-cp makes the 8 ranks one
 // CP group (attn_tp 1 inside it), and DeepEP sets ep_size = tp_size = 8 (SGLang's notice). Greedy /generate tokens
 // (prompts that split over the 8 CP ranks and one that falls back) equal a tp 1 engine's; a chat request goes through
-// the reasoning and tool-call parsers; SIGTERM on node 0 stops both nodes with exit code 0. The GPU-only knobs are
-// accepted with the start-up notice, as the other seed tests treat them.
+// the reasoning and tool-call parsers; SIGTERM on node 0 stops both nodes with exit code 0. The same command with the
+// two nodes in two network namespaces joined by a veth pair (skipped where not permitted): tp 1 tokens, clean SIGTERM.
+// The GPU-only knobs are accepted with the start-up notice, as the other seed tests treat them.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,6 +21,7 @@ import { freePort } from '../../bench/serve_child.js';
 import { run as makeTiny } from '../../src/cli/make_tiny.js';
 import { loadGlooAddon } from '../../src/distributed/index.js';
 import { Engine } from '../../src/engine/index.js';
+import { createNetnsPair } from '../helpers/netns.js';
 import { exitsWithin, killNodes, startNodeProc } from '../helpers/node_proc.js';
 
 const gloo = loadGlooAddon();
@@ -73,9 +76,17 @@ async function tp1(): Promise<number[][]> {
   }
 }
 
-test('seed CP + PP + EP + DP command (--nnodes 2 --tp 8 --pp-size 2 --dp 1 --enable-dp-attention --ep-size 16 --enable-prefill-cp) as two processes: tp 1 tokens and chat, SIGTERM stops both', { skip: gloo.addon ? false : `Gloo unavailable: ${gloo.reason}`, timeout: WATCHDOG_MS }, async () => {
+let reference: number[][] | null = null;
+/** Writes the checkpoint and the tp 1 tokens once (both tests use them). */
+async function setUp(): Promise<number[][]> {
+  if (reference) return reference;
   assert.equal(await makeTiny(['--arch', 'deepseek-v32', '--out', dir, '--num-shards', '1', '--eos-shaping', 'off']), 0);
-  const want = await tp1();
+  reference = await tp1();
+  return reference;
+}
+
+test('seed CP + PP + EP + DP command (--nnodes 2 --tp 8 --pp-size 2 --dp 1 --enable-dp-attention --ep-size 16 --enable-prefill-cp) as two processes: tp 1 tokens and chat, SIGTERM stops both', { skip: gloo.addon ? false : `Gloo unavailable: ${gloo.reason}`, timeout: WATCHDOG_MS }, async () => {
+  const want = await setUp();
   const [store, http] = [await freePort(), await freePort()];
   const n0 = startNodeProc(seedArgs(0, `127.0.0.1:${store}`, http), WATCHDOG_MS);
   const n1 = startNodeProc(seedArgs(1, `127.0.0.1:${store}`, http), WATCHDOG_MS);
@@ -106,5 +117,35 @@ test('seed CP + PP + EP + DP command (--nnodes 2 --tp 8 --pp-size 2 --dp 1 --ena
     assert.doesNotMatch(n0.stderr() + n1.stderr(), /ERROR|rank failed/);
   } finally {
     killNodes(n0, n1);
+  }
+});
+
+test('seed CP + PP + EP + DP command with the two nodes in two network namespaces joined by a veth pair: tp 1 tokens, SIGTERM stops both', { skip: gloo.addon ? false : `Gloo unavailable: ${gloo.reason}`, timeout: WATCHDOG_MS }, async (t) => {
+  const ns = createNetnsPair('ppcp');
+  if ('skip' in ns) return t.skip(ns.skip);
+  try {
+    const want = await setUp();
+    const addr = `${ns.addrs[0]}:29551`;
+    const n0 = startNodeProc(seedArgs(0, addr, 30051), WATCHDOG_MS, ns.prefix(0));
+    const n1 = startNodeProc(seedArgs(1, addr, 30051), WATCHDOG_MS, ns.prefix(1));
+    try {
+      await n0.waitFor(/ready to roll/);
+      assert.match(n0.stderr(), new RegExp(`node 1: ${ns.addrs[1].replace(/\./g, '\\.')}`));
+      // the HTTP server is reachable only inside namespace 0: ask from there
+      const bodies = PROMPTS.map((p) => ({ input_ids: p, sampling_params: { max_new_tokens: N_NEW, temperature: 0, ignore_eos: true } }));
+      const script = `Promise.all(${JSON.stringify(bodies)}.map(b=>fetch('http://${ns.addrs[0]}:30051/generate',{method:'POST',headers:{'content-type':'application/json'},body:JSON.stringify(b)})` +
+        '.then(r=>r.json()).then(j=>j.output_ids))).then(o=>process.stdout.write(JSON.stringify(o)))';
+      const r = spawnSync(ns.prefix(0)[0], [...ns.prefix(0).slice(1), process.execPath, '-e', script], { encoding: 'utf8', timeout: 120_000 });
+      assert.deepEqual(JSON.parse(r.stdout || 'null'), want, r.stderr);
+      n0.child.kill('SIGTERM');
+      const [e0, e1] = [await exitsWithin(n0, 60_000), await exitsWithin(n1, 60_000)];
+      assert.equal(e0.code, 0, n0.stderr().slice(-3000));
+      assert.equal(e1.code, 0, n1.stderr().slice(-3000));
+      assert.doesNotMatch(n0.stderr() + n1.stderr(), /ERROR|rank failed/);
+    } finally {
+      killNodes(n0, n1);
+    }
+  } finally {
+    ns.remove();
   }
 });
