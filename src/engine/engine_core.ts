@@ -224,6 +224,7 @@ export class EngineCore {
       maxRunningRequests: maxRunningOpt,
       ...(ppSize > 1 ? { ppSize } : {}),
     });
+    if (plan.notice !== null) logger.warning(plan.notice);
     const capacity = plan.maxTotalNumTokens;
     const kvPool = new KVPool(layout, capacity + pageSize, Math.min(capacity + pageSize, 64 * pageSize), kvAlloc ? (n) => kvAlloc(n) : undefined);
     const allocator = new TokenToKVPoolAllocator(capacity, pageSize, kvPool);

@@ -39,3 +39,15 @@ test('--max-total-tokens caps, page size rounds down, explicit fraction and max-
 test('no room → "Not enough memory"', () => {
   assert.throws(() => planMemory({ ...base, memFractionStatic: 0.05 }), /Not enough memory\. Please try to increase --mem-fraction-static\./);
 });
+
+test('a reserve about as large as the machine (a seed page\'s --chunked-prefill-size 16384 on 21 GiB) gives the floor fraction 0.1 and says so', () => {
+  const p = planMemory({ ...base, totalMemBytes: 21 * GIB, availableAfterLoadBytes: 21 * GIB, chunkedPrefillSize: 16384, ppSize: 2 });
+  // reserved = 512 + 1.5·16384 + 1024·1·2/8 = 25344 MiB > 21504 MiB: the formula's fraction is negative
+  assert.equal(p.memFractionStatic, 0.1);
+  assert.match(p.notice ?? '', /^The automatic mem_fraction_static reserves 25344 MiB \(chunked_prefill_size 16384\) of 21504 MiB available \(fraction -0\.179\); using mem_fraction_static=0\.1\./);
+  // rest = 21 GiB − 21 GiB·0.9 = 2150.4 MiB → 2150 tokens of 1 MiB
+  assert.equal(p.maxTotalNumTokens, 2150);
+  assert.equal(planMemory(base).notice, null);
+  // an explicit fraction is never raised
+  assert.throws(() => planMemory({ ...base, memFractionStatic: -0.2 }), /--mem-fraction-static must be in \(0, 1\], got -0\.2/);
+});

@@ -6,7 +6,9 @@
 //   chunk    = --chunked-prefill-size, default by M: < 35 GiB → 2048, < 60 GiB → 4096, < 160 GiB → 8192, else 16384
 //   fraction = --mem-fraction-static, default round((M_MiB − reserved_MiB) / M_MiB, 3) with
 //              reserved_MiB = 512 + 1.5·max(chunk, 2048) + 2·graphBs + 1024·tp·pp/8   (graphBs = 0 on CPU: no CUDA graphs)
-//              and reserved_MiB ≥ 10240 when M > 60 GiB
+//              and reserved_MiB ≥ 10240 when M > 60 GiB; a derived fraction below 0.1 (the reserve is about as large as
+//              the machine: e.g. a seed page's --chunked-prefill-size 16384 asks 24.5 GiB) becomes 0.1 with a warning
+//              [choice: SGLang sizes that reserve for GPU activations; on CPU a chunk's activations are far smaller]
 //   rest     = availableAfterLoad − M·(1 − fraction)     (availableAfterLoad = RAM available once the weights are in)
 //   tokens   = floor(rest / kvBytesPerToken), clamped by --max-total-tokens, rounded down to a page multiple
 // On CPU the KV storage then grows page by page up to `tokens` (KVPool.ensureLocs), so the capacity is a ceiling, not
@@ -50,7 +52,12 @@ export interface MemoryPlan {
   /** ReqToTokenPool rows. */
   readonly reqToTokenPoolSize: number;
   readonly maxRunningRequests: number;
+  /** A warning for the log: the automatic fraction was raised to its floor (null when not). */
+  readonly notice: string | null;
 }
+
+/** The smallest automatic --mem-fraction-static (see the file header). */
+export const MIN_AUTO_MEM_FRACTION = 0.1;
 
 /** RAM available now, bytes (Linux MemAvailable; elsewhere os.freemem()). */
 export function readAvailableMemoryBytes(): number {
@@ -81,12 +88,19 @@ export function planMemory(i: MemoryPlanInput): MemoryPlan {
   const pp = i.ppSize ?? 1;
   const chunk = i.chunkedPrefillSize === null ? defaultChunkedPrefillSize(i.totalMemBytes) : i.chunkedPrefillSize > 0 ? i.chunkedPrefillSize : null;
   let fraction = i.memFractionStatic;
+  let notice: string | null = null;
   if (fraction === null) {
     const mMiB = i.totalMemBytes / MIB;
     const graphBs = 0;
     let reservedMiB = 512 + 1.5 * Math.max(chunk ?? i.maxPrefillTokens, 2048) + 2 * graphBs + (1024 * tp * pp) / 8;
     if (i.totalMemBytes > 60 * GIB) reservedMiB = Math.max(reservedMiB, 10240);
     fraction = Math.round(((mMiB - reservedMiB) / mMiB) * 1000) / 1000;
+    if (fraction < MIN_AUTO_MEM_FRACTION) {
+      notice = `The automatic mem_fraction_static reserves ${Math.round(reservedMiB)} MiB (chunked_prefill_size ${chunk ?? 'disabled'}) of `
+        + `${Math.round(mMiB)} MiB available (fraction ${fraction}); using mem_fraction_static=${MIN_AUTO_MEM_FRACTION}. `
+        + 'Set --mem-fraction-static to choose another.';
+      fraction = MIN_AUTO_MEM_FRACTION;
+    }
   }
   if (!(fraction > 0 && fraction <= 1)) throw new InvalidRequestError(`--mem-fraction-static must be in (0, 1], got ${fraction}`, 'mem_fraction_static');
   const rest = i.availableAfterLoadBytes - i.totalMemBytes * (1 - fraction);
@@ -101,5 +115,5 @@ export function planMemory(i: MemoryPlanInput): MemoryPlan {
       : Math.max(2048, Math.min(4096, Math.floor((tokens / i.contextLength) * 512)));
   const poolRows = Math.min(rows, Math.max(1, Math.floor(tokens / 2)));
   const maxRunning = Math.min(i.maxRunningRequests ?? Math.max(1, Math.floor(tokens / 2)), poolRows);
-  return { memFractionStatic: fraction, chunkedPrefillSize: chunk, maxTotalNumTokens: tokens, profiledTokens: profiled, reqToTokenPoolSize: poolRows, maxRunningRequests: maxRunning };
+  return { memFractionStatic: fraction, chunkedPrefillSize: chunk, maxTotalNumTokens: tokens, profiledTokens: profiled, reqToTokenPoolSize: poolRows, maxRunningRequests: maxRunning, notice };
 }
