@@ -41,19 +41,11 @@ export function gatherKvRows(pool: KVPool, locs: ArrayLike<number>, out?: Uint8A
   const need = locs.length * kvRowBytesPerToken(pool);
   const dst = out ?? Buffer.allocUnsafe(need);
   if (dst.length < need) throw new InternalError(`gatherKvRows: ${dst.length} bytes given, ${need} needed`);
-  const runs = locRuns(locs);
   let off = 0;
-  for (let l = 0; l < pool.layout.numLayers; l++) {
-    for (const b of pool.layout.buffers) {
-      const st = pool.store(l, b.name);
-      const src = new Uint8Array(st.raw.buffer, st.raw.byteOffset, st.raw.byteLength);
-      const row = st.rowFloats * 4;
-      for (const r of runs) {
-        dst.set(src.subarray(r.start * row, (r.start + r.count) * row), off);
-        off += r.count * row;
-      }
-    }
-  }
+  forEachKvRun(pool, locs, (bytes, start, len) => {
+    dst.set(bytes.subarray(start, start + len), off);
+    off += len;
+  });
   return dst.length === need ? dst : dst.subarray(0, need);
 }
 
@@ -70,17 +62,26 @@ export function scatterKvRows(pool: KVPool, locs: ArrayLike<number>, payload: Ui
   let maxLoc = 0;
   for (let i = 0; i < locs.length; i++) maxLoc = Math.max(maxLoc, locs[i]);
   if (locs.length > 0) pool.ensureLocs(maxLoc + 1);
-  const runs = locRuns(locs);
   let off = 0;
+  forEachKvRun(pool, locs, (bytes, start, len) => {
+    bytes.set(payload.subarray(off, off + len), start);
+    off += len;
+  });
+}
+
+/**
+ * Visits the byte ranges that hold the rows of `locs` in the pool, in the payload order of {@link gatherKvRows}:
+ * layer by layer, buffer by buffer, run of consecutive locs by run.
+ * @param visit called with the store's bytes, the run's first byte and its length in bytes
+ */
+function forEachKvRun(pool: KVPool, locs: ArrayLike<number>, visit: (bytes: Uint8Array, start: number, len: number) => void): void {
+  const runs = locRuns(locs);
   for (let l = 0; l < pool.layout.numLayers; l++) {
     for (const b of pool.layout.buffers) {
       const st = pool.store(l, b.name);
-      const dst = new Uint8Array(st.raw.buffer, st.raw.byteOffset, st.raw.byteLength);
+      const bytes = new Uint8Array(st.raw.buffer, st.raw.byteOffset, st.raw.byteLength);
       const row = st.rowFloats * 4;
-      for (const r of runs) {
-        dst.set(payload.subarray(off, off + r.count * row), r.start * row);
-        off += r.count * row;
-      }
+      for (const r of runs) visit(bytes, r.start * row, r.count * row);
     }
   }
 }
